@@ -1,0 +1,38 @@
+// Command worker is the reference HTTP worker: the "$12 Server Challenge" feed API on a
+// shared WAL SQLite file, served alone on a SO_REUSEPORT socket or under the supervisor on
+// an inherited one.
+//
+// Usage:
+//
+//	worker [-db PATH] [-host HOST] [-port PORT]      serve (env SQLITE_PATH, JWT_SECRET, HOST, PORT)
+//	worker seed -db PATH [-tokens PATH] [-n 20000]   write the challenge's seed database
+//
+// Signals: TERM or INT drains (stop accepting, finish in-flight requests, close idle
+// keep-alives) within -drain-timeout; a second one closes everything at once.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, so tests can call it in-process or re-execute the test binary
+// as a worker.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "seed" {
+		return runSeed(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	return runServe(ctx, args, getenv, stderr)
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-reuseport"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/onehost/onehost/internal/feed"
+	"github.com/onehost/onehost/internal/http1"
+	"github.com/onehost/onehost/internal/ipc"
+)
+
+// serveConfig is everything runServe needs, parsed from flags and environment.
+type serveConfig struct {
+	db           string
+	secret       string
+	addr         string
+	workerID     int
+	drainTimeout time.Duration
+	logLevel     string
+	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
+	inherited bool
+	// ipcFD is the supervisor channel's descriptor, or -1.
+	ipcFD int
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := serveConfig{ipcFD: -1}
+	fs.StringVar(&c.db, "db", getenv("SQLITE_PATH"), "the database file, a copy of the seed (env SQLITE_PATH)")
+	host := fs.String("host", envOr(getenv, "HOST", "127.0.0.1"), "address to bind when not given a socket (env HOST)")
+	port := fs.String("port", envOr(getenv, "PORT", "3000"), "port to bind when not given a socket; 0 picks one (env PORT)")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
+	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, serve)", fs.Arg(0))
+	}
+	c.secret = getenv("JWT_SECRET")
+	c.addr = net.JoinHostPort(*host, *port)
+	if c.db == "" {
+		return c, errors.New("SQLITE_PATH is not set: point it (or -db) at a copy of the seed database; `worker seed -db PATH` writes one")
+	}
+	if c.secret == "" {
+		return c, errors.New("JWT_SECRET is empty: set it to the HS256 secret of the tokens (the challenge uses twelve-dollar-challenge)")
+	}
+	if p, err := strconv.Atoi(*port); err != nil || p < 0 || p > 65535 {
+		return c, fmt.Errorf("PORT %q: want a number from 0 to 65535", *port)
+	}
+	if v := getenv(ipc.EnvWorkerID); v != "" {
+		id, err := strconv.Atoi(v)
+		if err != nil || id < 0 {
+			return c, fmt.Errorf("%s %q: want a slot index >= 0", ipc.EnvWorkerID, v)
+		}
+		c.workerID = id
+	}
+	if v := getenv(ipc.EnvListenFDs); v != "" {
+		if v != "1" {
+			return c, fmt.Errorf("%s=%s: a worker serves exactly one inherited socket", ipc.EnvListenFDs, v)
+		}
+		if p := getenv(ipc.EnvListenPID); p != "" && p != strconv.Itoa(os.Getpid()) {
+			return c, fmt.Errorf("%s=%s is not this process (%d): the socket was meant for another", ipc.EnvListenPID, p, os.Getpid())
+		}
+		c.inherited = true
+	}
+	if v := getenv(ipc.EnvFD); v != "" {
+		fd, err := strconv.Atoi(v)
+		if err != nil || fd < 3 {
+			return c, fmt.Errorf("%s %q: want a descriptor number >= 3", ipc.EnvFD, v)
+		}
+		c.ipcFD = fd
+	}
+	return c, nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	base, err := newLogger(stderr, cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	defer base.Sync()
+	log := base.With(zap.Int("worker", cfg.workerID), zap.Int("pid", os.Getpid()))
+
+	// Signals are watched from the start, so a TERM during start-up is a clean stop.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	raiseFileLimit(log)
+
+	store, err := feed.Open(ctx, cfg.db, feed.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ln, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	srv := &http1.Server{
+		Handler: feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}),
+		Logger:  log,
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopReason := make(chan string, 3)
+
+	var sup *ipc.Conn
+	if cfg.ipcFD >= 0 {
+		sup, err = ipc.FromFile(os.NewFile(uintptr(cfg.ipcFD), "ipc"))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer sup.Close()
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("inherited", cfg.inherited),
+		zap.String("db", cfg.db))
+
+	ipcDone := make(chan struct{})
+	if sup != nil {
+		if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()}); err != nil {
+			log.Warn("tell supervisor ready", zap.Error(err))
+		}
+		go func() {
+			defer close(ipcDone)
+			err := sup.Serve(ctx, func() ipc.Msg {
+				st := srv.Stats()
+				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
+					Connections: st.Connections, Healthy: true}
+			})
+			if ctx.Err() == nil {
+				stopReason <- err.Error()
+			}
+		}()
+	} else {
+		close(ipcDone)
+	}
+
+	var reason string
+	select {
+	case s := <-sigs:
+		reason = "signal " + s.String()
+	case reason = <-stopReason:
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+		reason = "context done"
+	}
+	log.Info("draining", zap.String("reason", reason), zap.Duration("deadline", cfg.drainTimeout),
+		zap.Int64("connections", srv.Stats().Connections))
+
+	// Drain: stop accepting, let requests in flight finish, close idle keep-alives. A
+	// second signal or the deadline forces the remaining connections closed.
+	dctx, dcancel := context.WithTimeout(context.Background(), cfg.drainTimeout)
+	defer dcancel()
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Warn("second signal: closing connections now", zap.String("signal", s.String()))
+			dcancel()
+		case <-dctx.Done():
+		}
+	}()
+	start := time.Now()
+	err = srv.Shutdown(dctx)
+	<-serveErr
+	cancel()
+	<-ipcDone
+	st := srv.Stats()
+	if err != nil {
+		log.Warn("drain cut short", zap.Error(err), zap.Duration("took", time.Since(start)),
+			zap.Uint64("requests", st.Requests))
+		return nil
+	}
+	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests))
+	return nil
+}
+
+// listen returns the inherited socket (fd 3) or binds addr with SO_REUSEPORT, so several
+// workers started by hand share the port.
+func listen(cfg serveConfig) (net.Listener, error) {
+	if cfg.inherited {
+		f := os.NewFile(uintptr(ipc.ListenFD), "listener")
+		ln, err := net.FileListener(f)
+		f.Close() // FileListener holds its own duplicate
+		if err != nil {
+			return nil, fmt.Errorf("use inherited socket (fd %d): %w", ipc.ListenFD, err)
+		}
+		return ln, nil
+	}
+	ln, err := reuseport.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	return ln, nil
+}
+
+// raiseFileLimit lifts the soft descriptor limit to the hard one: 15,000 keep-alive
+// connections need 15,000 descriptors, and the usual soft limit is 1,024. (Go does this
+// itself since 1.19; doing it here makes it explicit and logged.)
+func raiseFileLimit(log *zap.Logger) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("read descriptor limit", zap.Error(err))
+		return
+	}
+	before := lim.Cur
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			log.Warn("raise descriptor limit", zap.Error(err), zap.Uint64("soft", before), zap.Uint64("hard", lim.Max))
+			return
+		}
+	}
+	log.Info("descriptor limit", zap.Uint64("soft_before", before), zap.Uint64("soft", lim.Cur), zap.Uint64("hard", lim.Max))
+}
+
+// newLogger writes JSON lines to w.
+func newLogger(w io.Writer, level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", level)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core), nil
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+const testSecret = "twelve-dollar-challenge"
+
+// The test binary is its own worker process: with ONEHOST_TEST_WORKER=1 it runs run().
+func TestMain(m *testing.M) {
+	if os.Getenv("ONEHOST_TEST_WORKER") == "1" {
+		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// worker is a running worker process.
+type worker struct {
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	logs strings.Builder
+	done chan error
+}
+
+func (w *worker) Logs() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.logs.String()
+}
+
+// startWorker starts the test binary as a worker with env added to a minimal environment,
+// and waits for its "serving" line.
+func startWorker(t *testing.T, env ...string) *worker {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-drain-timeout=5s")
+	cmd.Env = append([]string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "HOST=127.0.0.1", "PORT=0",
+		"PATH=" + os.Getenv("PATH")}, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: cmd, done: make(chan error, 1)}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			w.mu.Lock()
+			w.logs.WriteString(line + "\n")
+			w.mu.Unlock()
+			var m struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "serving" {
+				addrc <- m.Addr
+			}
+		}
+		w.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-w.done
+			t.Errorf("worker did not stop within 10 s of SIGTERM; logs:\n%s", w.Logs())
+		}
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", w.Logs())
+		}
+	})
+	select {
+	case w.addr = <-addrc:
+	case err := <-w.done:
+		t.Fatalf("worker exited before serving: %v\n%s", err, w.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("worker not serving after 60 s\n%s", w.Logs())
+	}
+	return w
+}
+
+// stop sends sig and waits for the exit.
+func (w *worker) stop(t *testing.T, sig os.Signal) error {
+	t.Helper()
+	w.cmd.Process.Signal(sig)
+	select {
+	case err := <-w.done:
+		w.done <- err // for Cleanup
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("worker did not exit after %v", sig)
+		return nil
+	}
+}
+
+func TestRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	notDB := dir + "/not.db"
+	os.WriteFile(notDB, []byte("this is not a database, just text long enough to look like a file header"), 0o644)
+	tests := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"no SQLITE_PATH", []string{"JWT_SECRET=x"}, "SQLITE_PATH is not set"},
+		{"empty JWT_SECRET", []string{"SQLITE_PATH=" + notDB}, "JWT_SECRET is empty"},
+		{"missing database file", []string{"SQLITE_PATH=" + dir + "/missing.db", "JWT_SECRET=x"}, "missing.db"},
+		{"not a database", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x"}, "not.db"},
+		{"bad port", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "PORT=http"}, "PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				for _, kv := range tt.env {
+					if name, v, _ := strings.Cut(kv, "="); name == k {
+						return v
+					}
+				}
+				return ""
+			}
+			err := run(context.Background(), nil, getenv, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run = %v, want an error mentioning %q", err, tt.want)
+			}
+			if _, serr := os.Stat(dir + "/missing.db"); serr == nil {
+				t.Error("a missing database file was created")
+			}
+		})
+	}
+}
+
+func TestOfficialChecks(t *testing.T) {
+	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+	officialChecks(t, "http://"+w.addr)
+}
+
+func TestSIGTERMDrainsAndExits(t *testing.T) {
+	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /health HTTP/1.1\r\n\r\n")
+	br := bufio.NewReader(c)
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, "200") {
+		t.Fatalf("health: %q", line)
+	}
+	start := time.Now()
+	if err := w.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("worker exit after SIGTERM: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("drain with one idle keep-alive took %v, want well under the 5 s deadline", d)
+	}
+	if !strings.Contains(w.Logs(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the logs:\n%s", w.Logs())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(w.Logs()), "\n") {
+		if !strings.Contains(line, `"worker":`) || !strings.Contains(line, `"pid":`) {
+			t.Errorf("log line without worker id and pid: %s", line)
+		}
+	}
+}

@@ -1,0 +1,13 @@
+// Package feed is the "$12 Server Challenge" feed API: its HTTP handler (routing, the
+// contract's exact errors, mapped to statuses in one place) and its data layer over one
+// shared WAL SQLite file.
+//
+// The contract binds every response byte for byte, and its rules bind the implementation:
+// no caching across requests (every request reads SQLite while it is served), every JWT
+// signature verified on every request, writes durable before the response (WAL with
+// synchronous=NORMAL), the schema fixed. Several worker processes may open the same file;
+// see store.go for how writes and checkpoints are arranged so that they never fail with
+// "database is locked" and never stall a request.
+//
+// Non-goals: anything beyond the five endpoints of the contract.
+package feed

@@ -1,0 +1,920 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	_ "modernc.org/sqlite" // the database/sql driver, for the comparison benchmarks
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/onehost/onehost/internal/schema"
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+// trickyBodies are post bodies that exercise JSON escaping.
+var trickyBodies = []string{
+	`test: <b>&amp;</b> "quoted" / café ✓`,
+	"tab\there\nnewline\r\\ back\\slash \x01\x08\x0b\x0c\x1f\x7f end",
+	"\u2028\u2029 \U0001F600 ünïcødé",
+	"NUL \x00 inside (SQLite's length() stops at it)",
+	strings.Repeat("b", 500),
+}
+
+// newTestDB writes a small database with the challenge schema in WAL mode and returns its
+// path: users 1..5; posts 1..len(trickyBodies)+30 (created one minute apart, two sharing a
+// timestamp so that id breaks the tie); likes such that post i has i%7 likes.
+func newTestDB(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "feed.db")
+	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.exec(schema.SQL))
+	must(c.exec("BEGIN"))
+	for u := 1; u <= 5; u++ {
+		must(c.exec(fmt.Sprintf(`INSERT INTO users(id, username, created_at) VALUES(%d, 'user_%d', '2024-01-01T00:00:00.000Z')`, u, u)))
+	}
+	ins, err := c.prepare(`INSERT INTO posts(id, user_id, body, created_at)
+VALUES(?1, ?2, ?3, printf('2025-06-01T%02d:%02d:00.000Z', ?4 / 60, ?4 % 60))`)
+	must(err)
+	n := len(trickyBodies) + 30
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf("Post number %d.", i)
+		if i <= len(trickyBodies) {
+			body = trickyBodies[i-1]
+		}
+		minute := i
+		if i == n {
+			minute = n - 1 // ties with post n-1: id decides
+		}
+		c.bindInt64(ins, 1, int64(i))
+		c.bindInt64(ins, 2, int64(1+i%5))
+		c.bindText(ins, 3, body)
+		c.bindInt64(ins, 4, int64(minute))
+		must(stepDone(c, ins))
+		for u := 1; u <= i%7 && u <= 5; u++ {
+			must(c.exec(fmt.Sprintf(`INSERT INTO likes(user_id, post_id) VALUES(%d, %d)`, u, i)))
+		}
+	}
+	must(c.exec("COMMIT"))
+	if mode, err := c.queryText("PRAGMA journal_mode=WAL"); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode: %q, %v", mode, err)
+	}
+	return path
+}
+
+// stepDone runs st to completion and resets it.
+func stepDone(c *conn, st uintptr) error {
+	defer c.reset(st)
+	for {
+		switch rc := c.step(st); rc {
+		case sqlite3.SQLITE_ROW:
+		case sqlite3.SQLITE_DONE:
+			return nil
+		default:
+			return c.errorFor(rc)
+		}
+	}
+}
+
+func openTestStore(t testing.TB, path string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// sqliteJSON runs q (one row, one text column) on a fresh connection to path.
+func sqliteJSON(t testing.TB, path, q string) []byte {
+	t.Helper()
+	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	s, err := c.queryText(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(s)
+}
+
+// The reference's way of building the bodies, in SQLite (as the Node peer does).
+const (
+	sqlPostObject = `json_object('id',p.id,'body',p.body,'created_at',p.created_at,'author',u.username,
+  'like_count',(SELECT count(*) FROM likes l WHERE l.post_id=p.id))`
+	sqlFeedJSON = `SELECT '{"posts":' || json_group_array(json(j)) || '}' FROM (SELECT ` + sqlPostObject + ` AS j
+FROM posts p JOIN users u ON u.id=p.user_id ORDER BY p.created_at DESC, p.id DESC LIMIT 20)`
+	sqlPostJSON = `SELECT '{"post":' || ` + sqlPostObject + ` || '}' FROM posts p JOIN users u ON u.id=p.user_id WHERE p.id=?1`
+)
+
+func TestAppendPostMatchesSQLiteJSON(t *testing.T) {
+	path := newTestDB(t)
+	s := openTestStore(t, path, Options{})
+	for id := int64(1); id <= int64(len(trickyBodies)+30); id++ {
+		got, err := s.AppendPost(nil, id)
+		if err != nil {
+			t.Fatalf("AppendPost(%d): %v", id, err)
+		}
+		want := sqliteJSON(t, path, strings.ReplaceAll(sqlPostJSON, "?1", fmt.Sprint(id)))
+		if !bytes.Equal(got, want) {
+			t.Errorf("AppendPost(%d) =\n%s\nwant (SQLite's JSON)\n%s", id, got, want)
+		}
+	}
+}
+
+func TestAppendFeedMatchesSQLiteJSON(t *testing.T) {
+	path := newTestDB(t)
+	s := openTestStore(t, path, Options{})
+	got, err := s.AppendFeed([]byte("prefix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte("prefix"), sqliteJSON(t, path, sqlFeedJSON)...)
+	if !bytes.Equal(got, want) {
+		t.Errorf("AppendFeed =\n%s\nwant (SQLite's JSON)\n%s", got, want)
+	}
+	var feed struct{ Posts []struct{ ID int64 } }
+	if err := json.Unmarshal(got[len("prefix"):], &feed); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(trickyBodies) + 30)
+	if len(feed.Posts) != FeedSize || feed.Posts[0].ID != n || feed.Posts[1].ID != n-1 {
+		t.Errorf("feed has %d posts starting %+v, want %d starting with ids %d, %d (tie broken by id)",
+			len(feed.Posts), feed.Posts[:min(2, len(feed.Posts))], FeedSize, n, n-1)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{})
+	for _, id := range []int64{999999999, 0, -1, 1 << 62} {
+		got, err := s.AppendPost([]byte("x"), id)
+		if !errors.Is(err, ErrPostNotFound) || string(got) != "x" {
+			t.Errorf("AppendPost(%d) = %q, %v; want dst unchanged, ErrPostNotFound", id, got, err)
+		}
+	}
+}
+
+func TestCreatePostRoundTrip(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{})
+	for _, body := range trickyBodies[:3] {
+		before := time.Now().UTC().Add(-time.Second)
+		created, err := s.CreatePost(nil, 1, []byte(`golden "ember" 1`), body)
+		if err != nil {
+			t.Fatalf("CreatePost(%q): %v", body, err)
+		}
+		var got struct {
+			Post struct {
+				ID        int64  `json:"id"`
+				Body      string `json:"body"`
+				CreatedAt string `json:"created_at"`
+				Author    string `json:"author"`
+				LikeCount int64  `json:"like_count"`
+			} `json:"post"`
+		}
+		if err := json.Unmarshal(created, &got); err != nil {
+			t.Fatalf("CreatePost: %s: %v", created, err)
+		}
+		p := got.Post
+		ts, err := time.Parse("2006-01-02T15:04:05.000Z", p.CreatedAt)
+		if p.Body != body || p.Author != `golden "ember" 1` || p.LikeCount != 0 || err != nil ||
+			ts.Before(before) || ts.After(time.Now().Add(time.Second)) {
+			t.Errorf("CreatePost(%q) = %s (created_at parse: %v)", body, created, err)
+		}
+		// Reading it back gives the same bytes, except that the author is the users row's.
+		read, err := s.AppendPost(nil, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Replace(created, []byte(`"golden \"ember\" 1"`), []byte(`"user_1"`), 1)
+		if !bytes.Equal(read, want) {
+			t.Errorf("AppendPost after CreatePost =\n%s\nwant\n%s", read, want)
+		}
+		feed, err := s.AppendFeed(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(feed, append([]byte(`{"posts":[`), want[len(`{"post":`):len(want)-1]...)) {
+			t.Errorf("feed does not start with the new post:\n%s", feed)
+		}
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{})
+	tests := []struct {
+		name     string
+		call     func() ([]byte, error)
+		notFound bool // want ErrPostNotFound; else a plain error
+	}{
+		{"create by missing user", func() ([]byte, error) { return s.CreatePost([]byte("x"), 77, []byte("ghost"), "hi") }, false},
+		{"create empty body", func() ([]byte, error) { return s.CreatePost([]byte("x"), 1, []byte("u"), "") }, false},
+		{"create 501 chars", func() ([]byte, error) { return s.CreatePost([]byte("x"), 1, []byte("u"), strings.Repeat("é", 501)) }, false},
+		{"like missing post", func() ([]byte, error) {
+			b, _, err := s.Like([]byte("x"), 1, 999999999)
+			return b, err
+		}, true},
+		{"like missing post by missing user", func() ([]byte, error) {
+			b, _, err := s.Like([]byte("x"), 77, 999999999)
+			return b, err
+		}, true},
+		{"like by missing user", func() ([]byte, error) {
+			b, _, err := s.Like([]byte("x"), 77, 1)
+			return b, err
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.call()
+			switch {
+			case err == nil:
+				t.Fatalf("got %q, nil; want an error", got)
+			case string(got) != "x":
+				t.Errorf("got dst %q; want it unchanged", got)
+			case errors.Is(err, ErrPostNotFound) != tt.notFound:
+				t.Errorf("got %v; want ErrPostNotFound: %v", err, tt.notFound)
+			}
+		})
+	}
+}
+
+func TestLike(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{})
+	got, created, err := s.Like(nil, 5, 2)
+	if want := `{"liked":true,"already_liked":false,"post_id":2}`; err != nil || !created || string(got) != want {
+		t.Errorf("first Like = %s, %v, %v; want %s, true, nil", got, created, err, want)
+	}
+	got, created, err = s.Like(nil, 5, 2)
+	if want := `{"liked":true,"already_liked":true,"post_id":2}`; err != nil || created || string(got) != want {
+		t.Errorf("second Like = %s, %v, %v; want %s, false, nil", got, created, err, want)
+	}
+	post, err := s.AppendPost(nil, 2)
+	if err != nil || !bytes.HasSuffix(post, []byte(`"like_count":3}}`)) {
+		t.Errorf("post 2 after a like = %s, %v; want like_count 3", post, err)
+	}
+}
+
+func TestConcurrentLikes(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{})
+	const n = 16
+	var created atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, ok, err := s.Like(nil, 5, 1)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				created.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := created.Load(); got != 1 {
+		t.Errorf("%d of %d identical likes created one; want exactly 1", got, n)
+	}
+}
+
+// TestSharedFileWriters runs several Stores on one file, as worker processes do: each has
+// its own connections, so they contend for the write lock through SQLite's file locks and
+// every conflict goes through the retry loop. No write may fail.
+func TestSharedFileWriters(t *testing.T) {
+	path := newTestDB(t)
+	const stores, writes = 4, 100
+	var wg sync.WaitGroup
+	var all []*Store
+	for i := range stores {
+		s := openTestStore(t, path, Options{ReadConns: 1, CheckpointInterval: 5 * time.Millisecond})
+		all = append(all, s)
+		wg.Go(func() {
+			for j := range writes {
+				if _, err := s.CreatePost(nil, int64(1+j%5), []byte("w"), fmt.Sprintf("store %d post %d", i, j)); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, _, err := s.Like(nil, int64(1+i), int64(1+j)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total Stats
+	for _, s := range all {
+		st := s.Stats()
+		total.LockWaits += st.LockWaits
+		total.LockTimeouts += st.LockTimeouts
+		total.Checkpoints += st.Checkpoints
+	}
+	t.Logf("lock waits %d, timeouts %d, checkpoints %d", total.LockWaits, total.LockTimeouts, total.Checkpoints)
+	if total.LockTimeouts != 0 || total.Checkpoints == 0 {
+		t.Errorf("stats %+v: want no lock timeouts and some checkpoints", total)
+	}
+	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	n, err := c.queryText(`SELECT count(*) FROM posts WHERE body LIKE 'store %'`)
+	if want := fmt.Sprint(stores * writes); err != nil || n != want {
+		t.Errorf("posts written: %s, %v; want %s", n, err, want)
+	}
+}
+
+func TestPingAndClose(t *testing.T) {
+	s, err := Open(context.Background(), newTestDB(t), Options{ReadConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Ping(context.Background()); err == nil {
+		t.Error("Ping after Close: nil error")
+	}
+	if _, err := s.AppendFeed(nil); err == nil {
+		t.Error("AppendFeed after Close: nil error")
+	}
+	if _, err := s.CreatePost(nil, 1, nil, "x"); err == nil {
+		t.Error("CreatePost after Close: nil error")
+	}
+}
+
+func TestPingWaitsForContext(t *testing.T) {
+	s := openTestStore(t, newTestDB(t), Options{ReadConns: 1})
+	r, _ := s.getReader() // hold the only read connection
+	defer s.putReader(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := s.Ping(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ping with every connection busy = %v; want context.DeadlineExceeded", err)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	notSQLite := filepath.Join(dir, "not.db")
+	if err := os.WriteFile(notSQLite, bytes.Repeat([]byte("not a database "), 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(name, q string) string {
+		path := newTestDB(t)
+		c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if err := c.exec(q); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return path
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"missing file", filepath.Join(dir, "missing.db"), "no such file or directory"},
+		{"not SQLite", notSQLite, "file is not a database"},
+		{"empty file", empty, "table likes is missing"},
+		{"extra index", alter("extra index", `CREATE INDEX extra ON posts(body)`), "unexpected index extra"},
+		{"missing index", alter("missing index", `DROP INDEX likes_post_id_idx`), "index likes_post_id_idx is missing"},
+		{"changed table", alter("changed table", `ALTER TABLE users ADD COLUMN bio TEXT`), "table users is"},
+		{"extra trigger", alter("extra trigger", `CREATE TRIGGER tr AFTER INSERT ON likes BEGIN SELECT 1; END`), "unexpected trigger tr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Open(context.Background(), tt.path, Options{})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded; want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open error = %q; want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open created the missing file (stat: %v)", err)
+	}
+}
+
+func TestOpenAcceptsLayoutDifferences(t *testing.T) {
+	// The same schema written on one line each, as another tool might store it.
+	path := filepath.Join(t.TempDir(), "flat.db")
+	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flat []string
+	for _, stmt := range strings.Split(schema.SQL, ";") {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				lines = append(lines, l)
+			}
+		}
+		flat = append(flat, strings.Join(strings.Fields(strings.Join(lines, " ")), " "))
+	}
+	if err := c.exec(strings.Join(flat, ";\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	openTestStore(t, path, Options{})
+}
+
+func TestNormalizeSQL(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"spaces", "CREATE  TABLE t (\n  a INTEGER ,\n  b TEXT\n)", "CREATE TABLE t(a INTEGER,b TEXT)"},
+		{"case kept", "DEFAULT (strftime('%Y'))", "DEFAULT(strftime('%Y'))"},
+	}
+	for _, tt := range tests {
+		if got := normalizeSQL(tt.in); got != tt.want {
+			t.Errorf("%s: normalizeSQL(%q) = %q; want %q", tt.name, tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestGolden checks the contract's golden bodies on a fresh copy of the seed, then the
+// official checks' write sequence (like post 1: 11 → 12; a new post heads the feed).
+func TestGolden(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the seed database")
+	}
+	s := openTestStore(t, seedtest.Path(t), Options{})
+	golden := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", "golden", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	got, err := s.AppendFeed(nil)
+	if want := golden("feed.json"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("AppendFeed = %s, %v\nwant %s", got, err, want)
+	}
+	for _, id := range []int64{1, 250000, 500000} {
+		got, err := s.AppendPost(nil, id)
+		if want := golden(fmt.Sprintf("post-%d.json", id)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("AppendPost(%d) = %s, %v\nwant %s", id, got, err, want)
+		}
+	}
+	if _, created, err := s.Like(nil, 1, 1); err != nil || !created {
+		t.Fatalf("Like(1, 1) = %v, %v; want created", created, err)
+	}
+	got, err = s.AppendPost(nil, 1)
+	if want := bytes.Replace(golden("post-1.json"), []byte(`"like_count":11`), []byte(`"like_count":12`), 1); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("AppendPost(1) after a like = %s, %v\nwant %s", got, err, want)
+	}
+	post, err := s.CreatePost(nil, 1, []byte("golden_ember_1"), strings.Repeat("b", 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(post, []byte(`{"post":{"id":500001,"body":"bbb`)) {
+		t.Errorf("CreatePost = %s; want id 500001", post)
+	}
+	feed, err := s.AppendFeed(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := bytes.Replace(post[len(`{"post":`):len(post)-1], []byte(`"golden_ember_1"`), []byte(`"happy_nebula_10241"`), 1)
+	if !bytes.HasPrefix(feed, append([]byte(`{"posts":[`), head...)) || bytes.Count(feed, []byte(`{"id":`)) != FeedSize {
+		t.Errorf("feed after CreatePost = %s\nwant 20 posts starting with %s", feed, head)
+	}
+}
+
+func TestAllocationBudgets(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	s := openTestStore(t, newTestDB(t), Options{ReadConns: 1})
+	buf := make([]byte, 0, 64<<10)
+	var like int64
+	tests := []struct {
+		name   string
+		budget float64
+		f      func()
+	}{
+		{"AppendPost", 0, func() { s.AppendPost(buf[:0], 3) }},
+		{"AppendFeed", 0, func() { s.AppendFeed(buf[:0]) }},
+		{"Like", 1, func() { like++; s.Like(buf[:0], 1+like%5, 1+like%30) }},
+		{"CreatePost", 1, func() { s.CreatePost(buf[:0], 1, []byte("user_1"), "hello") }},
+	}
+	for _, tt := range tests {
+		if got := testing.AllocsPerRun(200, tt.f); got > tt.budget {
+			t.Errorf("%s: %v allocations per call; budget %v", tt.name, got, tt.budget)
+		}
+	}
+}
+
+// Feed variants: the ways to build GET /feed that were measured (BenchmarkFeed). Each one
+// appends the whole body. The Store uses feedCorrelated.
+type feedVariant struct {
+	name  string
+	sql   []string // statements, prepared on the connection in this order
+	build func(c *conn, st []uintptr, dst []byte) ([]byte, error)
+}
+
+var feedVariants = []feedVariant{
+	{
+		// (a) SQLite builds the JSON, as the Node peer does.
+		name:  "sqlite-json_group_array",
+		sql:   []string{sqlFeedJSON},
+		build: buildOneText,
+	},
+	{
+		// (a') SQLite builds the JSON by concatenation, no JSON functions but json_quote.
+		name: "sqlite-concat",
+		sql: []string{`SELECT '{"posts":[' || coalesce(group_concat(j, ','), '') || ']}' FROM (
+SELECT '{"id":' || p.id || ',"body":' || json_quote(p.body) || ',"created_at":' || json_quote(p.created_at) ||
+  ',"author":' || json_quote(u.username) || ',"like_count":' ||
+  (SELECT count(*) FROM likes l WHERE l.post_id = p.id) || '}' AS j
+FROM posts p JOIN users u ON u.id = p.user_id ORDER BY p.created_at DESC, p.id DESC LIMIT 20)`},
+		build: buildOneText,
+	},
+	{
+		// (b) 20 rows with a correlated count, appended in Go: the Store's way.
+		name:  "go-correlated-count",
+		sql:   []string{sqlFeed},
+		build: buildRows,
+	},
+	{
+		// (c) one statement: the 20 newest, then one range scan of likes_post_id_idx
+		// between their smallest and largest id, grouped, joined back.
+		name: "go-cte-between",
+		sql: []string{`WITH top AS MATERIALIZED (
+  SELECT id, body, created_at, user_id FROM posts ORDER BY created_at DESC, id DESC LIMIT 20),
+n AS (SELECT post_id, count(*) AS n FROM likes
+  WHERE post_id BETWEEN (SELECT min(id) FROM top) AND (SELECT max(id) FROM top) GROUP BY post_id)
+SELECT t.id, t.body, t.created_at, u.username, coalesce(n.n, 0)
+FROM top t JOIN users u ON u.id = t.user_id LEFT JOIN n ON n.post_id = t.id
+ORDER BY t.created_at DESC, t.id DESC`},
+		build: buildRows,
+	},
+	{
+		// (c') two statements in one read transaction: the 20 newest rows (kept in a
+		// scratch buffer), then the counts of their id range, grouped.
+		name: "go-two-statements-between",
+		sql: []string{
+			`SELECT p.id, p.body, p.created_at, u.username FROM posts p JOIN users u ON u.id = p.user_id
+ORDER BY p.created_at DESC, p.id DESC LIMIT 20`,
+			`SELECT post_id, count(*) FROM likes WHERE post_id BETWEEN ?1 AND ?2 GROUP BY post_id`,
+		},
+		build: buildTwoStatements,
+	},
+}
+
+func buildOneText(c *conn, st []uintptr, dst []byte) ([]byte, error) {
+	defer c.reset(st[0])
+	if rc := c.step(st[0]); rc != sqlite3.SQLITE_ROW {
+		return dst, c.errorFor(rc)
+	}
+	return append(dst, c.columnText(st[0], 0)...), nil
+}
+
+func buildRows(c *conn, st []uintptr, dst []byte) ([]byte, error) {
+	defer c.reset(st[0])
+	dst = append(dst, `{"posts":[`...)
+	rc := c.step(st[0])
+	for ; rc == sqlite3.SQLITE_ROW; rc = c.step(st[0]) {
+		if dst[len(dst)-1] == '}' {
+			dst = append(dst, ',')
+		}
+		dst = appendPost(dst, c.columnInt64(st[0], 0), c.columnText(st[0], 1), c.columnText(st[0], 2),
+			c.columnText(st[0], 3), c.columnInt64(st[0], 4))
+	}
+	if rc != sqlite3.SQLITE_DONE {
+		return dst, c.errorFor(rc)
+	}
+	return append(dst, ']', '}'), nil
+}
+
+func buildTwoStatements(c *conn, st []uintptr, dst []byte) ([]byte, error) {
+	var (
+		ids     [FeedSize]int64
+		counts  [FeedSize]int64
+		offsets [FeedSize + 1]int // row i's body, created_at, author end at scratch offsets
+		scratch [8192]byte
+	)
+	rows, top, cnt := 0, st[0], st[1]
+	defer c.reset(top)
+	buf := scratch[:0]
+	var ends [FeedSize][3]int
+	rc := c.step(top)
+	for ; rc == sqlite3.SQLITE_ROW && rows < FeedSize; rows++ {
+		ids[rows] = c.columnInt64(top, 0)
+		for k := range 3 {
+			buf = append(buf, c.columnText(top, int32(k+1))...)
+			ends[rows][k] = len(buf)
+		}
+		offsets[rows+1] = len(buf)
+		if rows+1 < FeedSize {
+			rc = c.step(top)
+		}
+	}
+	if rc != sqlite3.SQLITE_ROW && rc != sqlite3.SQLITE_DONE {
+		return dst, c.errorFor(rc)
+	}
+	if rows > 0 {
+		// top is still open: this read shares its transaction, hence its snapshot.
+		lo, hi := ids[0], ids[0]
+		for _, id := range ids[:rows] {
+			lo, hi = min(lo, id), max(hi, id)
+		}
+		c.bindInt64(cnt, 1, lo)
+		c.bindInt64(cnt, 2, hi)
+		rc := c.step(cnt)
+		for ; rc == sqlite3.SQLITE_ROW; rc = c.step(cnt) {
+			id, n := c.columnInt64(cnt, 0), c.columnInt64(cnt, 1)
+			for i, x := range ids[:rows] {
+				if x == id {
+					counts[i] = n
+				}
+			}
+		}
+		c.reset(cnt)
+		if rc != sqlite3.SQLITE_DONE {
+			return dst, c.errorFor(rc)
+		}
+	}
+	dst = append(dst, `{"posts":[`...)
+	for i := range rows {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		start := offsets[i]
+		dst = appendPost(dst, ids[i], buf[start:ends[i][0]], buf[ends[i][0]:ends[i][1]], buf[ends[i][1]:ends[i][2]], counts[i])
+	}
+	return append(dst, ']', '}'), nil
+}
+
+// prepareVariant opens a connection to path with the Store's settings and prepares v.
+func prepareVariant(tb testing.TB, path string, v feedVariant) (*conn, []uintptr) {
+	tb.Helper()
+	s := &Store{log: zap.NewNop(), busyTimeout: time.Second}
+	opts := Options{}
+	opts.setDefaults()
+	c, err := s.openConn(path, opts, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.close() })
+	var sts []uintptr
+	for _, q := range v.sql {
+		st, err := c.prepare(q)
+		if err != nil {
+			tb.Fatalf("%s: %v", v.name, err)
+		}
+		sts = append(sts, st)
+	}
+	return c, sts
+}
+
+func TestFeedVariantsAgree(t *testing.T) {
+	path := newTestDB(t)
+	s := openTestStore(t, path, Options{})
+	want, err := s.AppendFeed(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range feedVariants {
+		c, st := prepareVariant(t, path, v)
+		got, err := v.build(c, st, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s = %s, %v\nwant (AppendFeed) %s", v.name, got, err, want)
+		}
+	}
+}
+
+// benchSeed is a private copy of the seed for benchmarks (built once per machine).
+func benchSeed(b *testing.B) string {
+	b.Helper()
+	return seedtest.Path(b)
+}
+
+// BenchmarkFeed measures the feed variants on the seed, each after checking that its bytes
+// equal the golden feed.
+func BenchmarkFeed(b *testing.B) {
+	path := benchSeed(b)
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "feed.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range feedVariants {
+		b.Run(v.name, func(b *testing.B) {
+			c, st := prepareVariant(b, path, v)
+			got, err := v.build(c, st, nil)
+			if err != nil || !bytes.Equal(got, want) {
+				b.Fatalf("%s = %s, %v; want the golden feed", v.name, got, err)
+			}
+			buf := make([]byte, 0, 16<<10)
+			b.ReportAllocs()
+			for b.Loop() {
+				if buf, err = v.build(c, st, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("Store.AppendFeed", func(b *testing.B) {
+		s := openTestStore(b, path, Options{ReadConns: 1})
+		buf := make([]byte, 0, 16<<10)
+		b.ReportAllocs()
+		for b.Loop() {
+			if buf, err = s.AppendFeed(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// postIDs is a fixed pseudo-random sequence of seed post ids (the load test reads random
+// posts); a linear congruential step keeps it allocation-free and the same in every run.
+func postID(i int) int64 { return 1 + int64(uint64(i)*2654435761%500000) }
+
+func BenchmarkPost(b *testing.B) {
+	path := benchSeed(b)
+	b.Run("Store.AppendPost", func(b *testing.B) {
+		s := openTestStore(b, path, Options{ReadConns: 1})
+		buf := make([]byte, 0, 4096)
+		var err error
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if buf, err = s.AppendPost(buf[:0], postID(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sqlite-json_object", func(b *testing.B) {
+		c, st := prepareVariant(b, path, feedVariant{name: "post-json", sql: []string{sqlPostJSON}})
+		buf := make([]byte, 0, 4096)
+		var err error
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			c.bindInt64(st[0], 1, postID(i))
+			if buf, err = buildOneText(c, st, buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkLike(b *testing.B) {
+	s := openTestStore(b, benchSeed(b), Options{ReadConns: 1})
+	buf := make([]byte, 0, 256)
+	var err error
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		// New (user, post) pairs: most are first likes, a few repeat seed likes.
+		if buf, _, err = s.Like(buf[:0], 1+int64(i%50000), postID(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCreatePost(b *testing.B) {
+	s := openTestStore(b, benchSeed(b), Options{ReadConns: 1})
+	buf := make([]byte, 0, 1024)
+	var err error
+	body := "Hot take: the cheapest server is the one you measured."
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if buf, err = s.CreatePost(buf[:0], 1+int64(i%50000), []byte("golden_ember_1"), body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDatabaseSQL is the same work through database/sql and the "sqlite" driver
+// (prepared statements, one connection), the route the Store does not take.
+func BenchmarkDatabaseSQL(b *testing.B) {
+	path := benchSeed(b)
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=foreign_keys(1)&_pragma=synchronous(1)"+
+		"&_pragma=mmap_size(268435456)&_pragma=cache_size(-16384)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	prepare := func(q string) *sql.Stmt {
+		st, err := db.Prepare(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		return st
+	}
+	b.Run("post-sqlite-json_object", func(b *testing.B) {
+		st := prepare(sqlPostJSON)
+		var out []byte
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if err := st.QueryRow(postID(i)).Scan(&out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("post-rows", func(b *testing.B) {
+		st := prepare(sqlPost)
+		buf := make([]byte, 0, 4096)
+		var body, createdAt, author []byte
+		var likes int64
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			id := postID(i)
+			if err := st.QueryRow(id).Scan(&body, &createdAt, &author, &likes); err != nil {
+				b.Fatal(err)
+			}
+			buf = appendPost(append(buf[:0], `{"post":`...), id, body, createdAt, author, likes)
+		}
+	})
+	b.Run("feed-sqlite-json_group_array", func(b *testing.B) {
+		st := prepare(sqlFeedJSON)
+		var out []byte
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := st.QueryRow().Scan(&out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("feed-rows", func(b *testing.B) {
+		st := prepare(sqlFeed)
+		buf := make([]byte, 0, 16<<10)
+		var id, likes int64
+		var body, createdAt, author sql.RawBytes
+		b.ReportAllocs()
+		for b.Loop() {
+			rows, err := st.Query()
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = append(buf[:0], `{"posts":[`...)
+			for rows.Next() {
+				if err := rows.Scan(&id, &body, &createdAt, &author, &likes); err != nil {
+					b.Fatal(err)
+				}
+				if buf[len(buf)-1] == '}' {
+					buf = append(buf, ',')
+				}
+				buf = appendPost(buf, id, body, createdAt, author, likes)
+			}
+			buf = append(buf, ']', '}')
+			if err := rows.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,696 @@
+package http1
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Connection states, for Shutdown to find the connections that wait for a request.
+const (
+	stateActive int32 = iota
+	stateIdle
+	stateWoken
+)
+
+// Read deadline kinds: re-arming a deadline is a runtime timer update, so a connection
+// re-arms only when the kind changes or the idle deadline has less than idleSlack left.
+const (
+	dlNone = iota
+	dlIdle
+	dlRequest
+)
+
+const (
+	initialBuf = 4 << 10
+	idleSlack  = 5 * time.Second
+	// lingerTimeout and lingerBytes bound how long a refused client's unread input is
+	// drained before the close, so the error response is not destroyed by a TCP reset.
+	lingerTimeout = time.Second
+	lingerBytes   = 256 << 10
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+type conn struct {
+	srv   *Server
+	nc    net.Conn
+	state atomic.Int32
+
+	buf     []byte // read buffer; buf[r:w] is unparsed input
+	r, w    int
+	scan    int // where the search for the end of the head resumes
+	out     []byte
+	outP    *[]byte
+	chunked []byte
+
+	req          Request
+	resp         Response
+	sentContinue bool
+
+	dlKind int
+	dlAt   time.Time
+	wdlAt  time.Time
+}
+
+// outcome of parsing the buffered input.
+type outcome int
+
+const (
+	needMore outcome = iota
+	served           // a request was answered; the connection stays open
+	closeNow         // the last response is queued; close after flushing
+)
+
+// protoError is a request we refuse at the protocol level: answer and close.
+type protoError struct {
+	status int
+	msg    string
+}
+
+var (
+	errBadRequest   = &protoError{400, "bad request"}
+	errHeadTooLarge = &protoError{431, "request header fields too large"}
+	errBodyTooLarge = &protoError{413, "request body too large"}
+	errExpectation  = &protoError{417, "expectation failed"}
+	errVersion      = &protoError{505, "http version not supported"}
+)
+
+func (c *conn) serve() {
+	s := c.srv
+	defer func() {
+		if v := recover(); v != nil {
+			s.log().Error("connection panicked", zap.Any("panic", v))
+		}
+		c.nc.Close()
+		c.releaseOut()
+		s.untrack(c)
+	}()
+	c.buf = make([]byte, initialBuf)
+	for {
+		for c.r < c.w {
+			res, perr := c.parse()
+			if perr != nil {
+				c.fail(perr)
+				return
+			}
+			if res == needMore {
+				break
+			}
+			if res == closeNow {
+				c.flush()
+				return
+			}
+			if len(c.out) >= flushThreshold && !c.flush() {
+				return
+			}
+		}
+		if len(c.out) > 0 && !c.flush() {
+			return
+		}
+		partial := c.r < c.w
+		if !partial && s.closing.Load() {
+			return
+		}
+		if !c.read(partial) {
+			return
+		}
+	}
+}
+
+// read waits for more input. It returns false when the connection should close.
+func (c *conn) read(partial bool) bool {
+	s := c.srv
+	if !partial {
+		c.r, c.w, c.scan = 0, 0, 0
+		c.releaseOut()
+		if cap(c.buf) > initialBuf {
+			c.buf = make([]byte, initialBuf)
+		}
+	} else if c.w == len(c.buf) {
+		if !c.makeRoom() {
+			c.fail(errBodyTooLarge)
+			return false
+		}
+	}
+	now := time.Now()
+	if partial {
+		if c.dlKind != dlRequest {
+			c.nc.SetReadDeadline(now.Add(s.readTO()))
+			c.dlKind = dlRequest
+		}
+	} else {
+		if c.dlKind != dlIdle || c.dlAt.Sub(now) < s.idle()-idleSlack {
+			c.dlAt = now.Add(s.idle())
+			c.nc.SetReadDeadline(c.dlAt)
+			c.dlKind = dlIdle
+		}
+		// Publish "idle" after arming the deadline and before checking closing: either
+		// Shutdown sees idle and wakes us, or we see closing and leave.
+		c.state.Store(stateIdle)
+		if s.closing.Load() {
+			return false
+		}
+	}
+	n, err := c.nc.Read(c.buf[c.w:])
+	if !partial && !c.state.CompareAndSwap(stateIdle, stateActive) {
+		// Woken by Shutdown. Input that raced with it is still answered (with
+		// "Connection: close"); the deadline is re-armed for it below.
+		c.state.Store(stateActive)
+		c.dlKind = dlNone
+		if n == 0 {
+			return false
+		}
+	}
+	c.w += n
+	if err != nil && n == 0 {
+		if partial && isTimeout(err) {
+			c.fail(&protoError{408, "request timeout"})
+		}
+		return false
+	}
+	return true
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// makeRoom frees space at the end of the read buffer: by moving the unparsed input to the
+// front, or by growing the buffer up to what one maximal request needs.
+func (c *conn) makeRoom() bool {
+	if c.r > 0 {
+		n := copy(c.buf, c.buf[c.r:c.w])
+		c.scan -= c.r
+		c.r, c.w = 0, n
+		return true
+	}
+	limit := c.srv.maxHeader() + c.srv.maxBody() + initialBuf
+	if len(c.buf) >= limit {
+		return false
+	}
+	nb := make([]byte, min(2*len(c.buf), limit))
+	copy(nb, c.buf[:c.w])
+	c.buf = nb
+	return true
+}
+
+// parse answers the first request in buf[r:w] if it is complete.
+func (c *conn) parse() (outcome, *protoError) {
+	s := c.srv
+	buf := c.buf[:c.w]
+	// Find the end of the head: an empty line. Leading empty lines are ignored (RFC 9112
+	// 2.2); the search resumes where it stopped, so a head trickled one byte at a time is
+	// scanned once.
+	i := max(c.scan, c.r)
+	headEnd := -1
+	for {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			c.scan = i
+			if c.w-c.r > s.maxHeader() {
+				return 0, errHeadTooLarge
+			}
+			return needMore, nil
+		}
+		end := i + j
+		line := buf[i:end]
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) == 0 {
+			if i == c.r {
+				c.r = end + 1
+				i = c.r
+				continue
+			}
+			headEnd = end + 1
+			break
+		}
+		i = end + 1
+	}
+	if headEnd-c.r > s.maxHeader() {
+		return 0, errHeadTooLarge
+	}
+
+	req := &c.req
+	req.nh = 0
+	req.Body = nil
+	head := buf[c.r:headEnd]
+	line, rest := nextLine(head)
+	if perr := parseRequestLine(req, line); perr != nil {
+		return 0, perr
+	}
+
+	var (
+		cl            int64 = -1
+		chunked       bool
+		teSeen        bool
+		connClose     bool
+		connKeepAlive bool
+		expect        []byte
+	)
+	for {
+		line, rest = nextLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return 0, errBadRequest // obsolete line folding
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || !isToken(line[:colon]) {
+			return 0, errBadRequest
+		}
+		if req.nh == maxHeaders {
+			return 0, errHeadTooLarge
+		}
+		name, value := line[:colon], trimOWS(line[colon+1:])
+		req.hdr[req.nh] = field{name, value}
+		req.nh++
+		switch len(name) {
+		case 14:
+			if equalFold(name, "content-length") {
+				n, ok := parseLength(value)
+				if !ok || (cl >= 0 && n != cl) {
+					return 0, errBadRequest
+				}
+				cl = n
+			}
+		case 17:
+			if equalFold(name, "transfer-encoding") {
+				if teSeen || req.Minor == 0 || !equalFold(value, "chunked") {
+					return 0, errBadRequest
+				}
+				teSeen, chunked = true, true
+			}
+		case 10:
+			if equalFold(name, "connection") {
+				connClose, connKeepAlive = connectionTokens(value, connClose, connKeepAlive)
+			}
+		case 6:
+			if equalFold(name, "expect") {
+				expect = value
+			}
+		}
+	}
+	if chunked && cl >= 0 {
+		return 0, errBadRequest
+	}
+	if cl > int64(s.maxBody()) {
+		return 0, errBodyTooLarge
+	}
+	keepAlive := !connClose && (req.Minor == 1 || connKeepAlive)
+
+	// The body.
+	end := headEnd
+	hasBody := cl > 0 || chunked
+	if expect != nil {
+		if !equalFold(expect, "100-continue") {
+			return 0, errExpectation
+		}
+		if hasBody && req.Minor == 1 && !c.sentContinue && c.w-headEnd < max(int(cl), 1) {
+			// Responses to earlier pipelined requests go first, then exactly one 100.
+			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+			if !c.flush() {
+				return 0, &protoError{} // the write failed: just close
+			}
+			c.sentContinue = true
+		}
+	}
+	switch {
+	case chunked:
+		n, body, perr := decodeChunked(c.chunked[:0], buf[headEnd:], s.maxBody())
+		if perr != nil {
+			return 0, perr
+		}
+		if n < 0 {
+			return needMore, nil
+		}
+		c.chunked = body
+		req.Body = body
+		end = headEnd + n
+	case cl > 0:
+		if int64(c.w-headEnd) < cl {
+			if need := headEnd - c.r + int(cl); need > len(c.buf) {
+				// Grow now so the whole body fits; the limits above bound need.
+				nb := make([]byte, need)
+				n := copy(nb, c.buf[c.r:c.w])
+				c.scan -= c.r
+				c.buf, c.r, c.w = nb, 0, n
+			}
+			return needMore, nil
+		}
+		req.Body = buf[headEnd : headEnd+int(cl)]
+		end = headEnd + int(cl)
+	}
+
+	keepAlive = c.dispatch(keepAlive)
+	c.r, c.scan, c.sentContinue = end, end, false
+	if c.dlKind == dlRequest {
+		c.dlKind = dlNone // the next request gets its own ReadTimeout
+	}
+	if !keepAlive {
+		return closeNow, nil
+	}
+	return served, nil
+}
+
+// dispatch runs the handler and queues its response. It returns whether the connection
+// stays open, decided after the handler so a request in flight during Shutdown is answered
+// with "Connection: close".
+func (c *conn) dispatch(keepAlive bool) bool {
+	s := c.srv
+	w := &c.resp
+	w.reset()
+	if c.out == nil {
+		c.outP = bufPool.Get().(*[]byte)
+		c.out = (*c.outP)[:0]
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				s.log().Error("handler panicked", zap.Any("panic", v), zap.ByteString("path", c.req.Path))
+				w.reset()
+				w.Error(500, "internal server error")
+				w.Close = true
+			}
+		}()
+		s.Handler.ServeHTTP1(w, &c.req)
+	}()
+	if w.Close || s.closing.Load() {
+		keepAlive = false
+	}
+	c.appendResponse(keepAlive, string(c.req.Method) == "HEAD")
+	return keepAlive
+}
+
+func (c *conn) appendResponse(keepAlive, head bool) {
+	s := c.srv
+	w := &c.resp
+	status := w.Status
+	if status == 0 {
+		status = 200
+	}
+	out := statusLine(c.out, status)
+	if status != 204 && status != 304 {
+		ct := w.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		out = append(out, "Content-Type: "...)
+		out = append(out, ct...)
+		out = append(out, "\r\nContent-Length: "...)
+		out = strconv.AppendInt(out, int64(len(w.Body)), 10)
+		out = append(out, "\r\n"...)
+	}
+	out = append(out, s.dateHeader(time.Now())...)
+	out = append(out, w.header...)
+	if !keepAlive {
+		out = append(out, "Connection: close\r\n"...)
+	} else if c.req.Minor == 0 {
+		out = append(out, "Connection: keep-alive\r\n"...)
+	}
+	out = append(out, "\r\n"...)
+	if !head && status != 204 && status != 304 {
+		out = append(out, w.Body...)
+	}
+	c.out = out
+	s.requests.Add(1)
+}
+
+// flush writes the queued responses. It returns false when the connection is dead.
+func (c *conn) flush() bool {
+	if len(c.out) == 0 {
+		return true
+	}
+	now := time.Now()
+	if wt := c.srv.writeTO(); c.wdlAt.Sub(now) < wt/2 {
+		c.wdlAt = now.Add(wt)
+		c.nc.SetWriteDeadline(c.wdlAt)
+	}
+	_, err := c.nc.Write(c.out)
+	c.out = c.out[:0]
+	return err == nil
+}
+
+func (c *conn) releaseOut() {
+	if c.outP == nil {
+		return
+	}
+	if cap(c.out) <= 256<<10 {
+		*c.outP = c.out[:0]
+		bufPool.Put(c.outP)
+	}
+	c.out, c.outP = nil, nil
+}
+
+// fail answers a refused request and closes the connection without a reset: the write side
+// is shut first and the client's unread input drained for a moment, else the kernel would
+// answer that input with a RST that can destroy our response before the client reads it.
+func (c *conn) fail(perr *protoError) {
+	if perr.status != 0 {
+		if c.out == nil {
+			c.outP = bufPool.Get().(*[]byte)
+			c.out = (*c.outP)[:0]
+		}
+		c.req.Minor = 1
+		c.resp.reset()
+		c.resp.Error(perr.status, perr.msg)
+		c.appendResponse(false, false)
+		if !c.flush() {
+			return
+		}
+	}
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		io.CopyN(io.Discard, c.nc, lingerBytes)
+	}
+}
+
+// wakeIfIdle makes a connection that waits for its next request return from its read, so
+// it can close. A busy connection closes by itself after its current responses.
+func (c *conn) wakeIfIdle() {
+	if c.state.CompareAndSwap(stateIdle, stateWoken) {
+		c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+func nextLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return b, nil
+	}
+	line, rest = b[:i], b[i+1:]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	return line, rest
+}
+
+func parseRequestLine(req *Request, line []byte) *protoError {
+	sp1 := bytes.IndexByte(line, ' ')
+	if sp1 <= 0 || !isToken(line[:sp1]) {
+		return errBadRequest
+	}
+	req.Method = line[:sp1]
+	rest := line[sp1+1:]
+	sp2 := bytes.IndexByte(rest, ' ')
+	if sp2 <= 0 {
+		return errBadRequest
+	}
+	target, version := rest[:sp2], rest[sp2+1:]
+	switch string(version) {
+	case "HTTP/1.1":
+		req.Minor = 1
+	case "HTTP/1.0":
+		req.Minor = 0
+	default:
+		if len(version) == 8 && string(version[:5]) == "HTTP/" && isDigit(version[5]) &&
+			version[6] == '.' && isDigit(version[7]) {
+			return errVersion
+		}
+		return errBadRequest
+	}
+	for _, b := range target {
+		if b <= ' ' || b == 0x7f {
+			return errBadRequest
+		}
+	}
+	if target[0] != '/' {
+		// absolute-form (RFC 9112 3.2.2): keep the path. Anything else ("*", authority
+		// form) is not for an API server.
+		i := bytes.Index(target, []byte("://"))
+		if i <= 0 {
+			return errBadRequest
+		}
+		j := bytes.IndexByte(target[i+3:], '/')
+		if j < 0 {
+			target = []byte("/")
+		} else {
+			target = target[i+3+j:]
+		}
+	}
+	req.Path, req.Query = target, nil
+	if q := bytes.IndexByte(target, '?'); q >= 0 {
+		req.Path, req.Query = target[:q], target[q+1:]
+	}
+	return nil
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
+// tokenChars marks the bytes allowed in a token (RFC 9110 5.6.2).
+var tokenChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+func isToken(b []byte) bool {
+	for _, c := range b {
+		if !tokenChars[c] {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// parseLength accepts only 1*DIGIT: no sign, no spaces inside, no lists, at most 15 digits.
+func parseLength(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func connectionTokens(v []byte, closeTok, keepAlive bool) (bool, bool) {
+	for len(v) > 0 {
+		var tok []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			tok, v = v[:i], v[i+1:]
+		} else {
+			tok, v = v, nil
+		}
+		tok = trimOWS(tok)
+		switch {
+		case equalFold(tok, "close"):
+			closeTok = true
+		case equalFold(tok, "keep-alive"):
+			keepAlive = true
+		}
+	}
+	return closeTok, keepAlive
+}
+
+// decodeChunked decodes a chunked body at the start of in, appending it to dst. It returns
+// the encoded length consumed, or -1 when in holds only part of it.
+func decodeChunked(dst, in []byte, limit int) (int, []byte, *protoError) {
+	pos := 0
+	for {
+		i := bytes.IndexByte(in[pos:], '\n')
+		if i < 0 {
+			if len(in)-pos > 1024 {
+				return 0, nil, errBadRequest
+			}
+			return -1, dst, nil
+		}
+		line := in[pos : pos+i]
+		pos += i + 1
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if semi := bytes.IndexByte(line, ';'); semi >= 0 {
+			line = line[:semi] // chunk extensions are ignored
+		}
+		line = trimOWS(line)
+		size, ok := parseHex(line)
+		if !ok {
+			return 0, nil, errBadRequest
+		}
+		if size == 0 {
+			// Trailer section: skip header lines up to the empty line.
+			for {
+				j := bytes.IndexByte(in[pos:], '\n')
+				if j < 0 {
+					return -1, dst, nil
+				}
+				tl := in[pos : pos+j]
+				pos += j + 1
+				if len(tl) == 0 || (len(tl) == 1 && tl[0] == '\r') {
+					return pos, dst, nil
+				}
+			}
+		}
+		if size > int64(limit-len(dst)) {
+			return 0, nil, errBodyTooLarge
+		}
+		if int64(len(in)-pos) < size+2 {
+			return -1, dst, nil
+		}
+		dst = append(dst, in[pos:pos+int(size)]...)
+		pos += int(size)
+		switch {
+		case in[pos] == '\r' && in[pos+1] == '\n':
+			pos += 2
+		case in[pos] == '\n':
+			pos++
+		default:
+			return 0, nil, errBadRequest
+		}
+	}
+}
+
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 8 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			n = n<<4 | int64(c-'0')
+		case 'a' <= c && c <= 'f':
+			n = n<<4 | int64(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			n = n<<4 | int64(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return n, true
+}

@@ -1,0 +1,256 @@
+package http1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Handler answers one request. The request's slices point into the connection's read
+// buffer and are valid only during the call; the handler appends its body to w.Body.
+type Handler interface {
+	ServeHTTP1(w *Response, r *Request)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(w *Response, r *Request)
+
+// ServeHTTP1 calls f(w, r).
+func (f HandlerFunc) ServeHTTP1(w *Response, r *Request) { f(w, r) }
+
+// Defaults of the Server's zero-valued fields.
+const (
+	DefaultMaxHeaderBytes = 16 << 10
+	DefaultMaxBodyBytes   = 16 << 10
+	DefaultIdleTimeout    = 75 * time.Second
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultWriteTimeout   = 10 * time.Second
+	maxHeaders            = 100
+	// flushThreshold bounds the responses held for one pipelined batch: past it they are
+	// written before more requests are parsed, so a client that pipelines without reading
+	// cannot make us buffer its answers without limit.
+	flushThreshold = 64 << 10
+)
+
+// Server serves HTTP/1.1 on listeners. Its zero value (plus a Handler) is ready to use.
+type Server struct {
+	Handler Handler
+	// Logger receives connection-level problems (accept errors, panics). nil: no logs.
+	Logger *zap.Logger
+	// MaxHeaderBytes bounds the request line and headers; more is 431. Default 16 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request body; more is 413. Default 16 KiB.
+	MaxBodyBytes int
+	// IdleTimeout is how long a keep-alive connection may wait for its next request.
+	// Default 75 s: longer than the 60–65 s that proxies and the challenge expect.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds reading one request once its first byte arrived. Default 10 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds one write of responses to a client that does not read. Default 10 s.
+	WriteTimeout time.Duration
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   atomic.Bool
+	done      chan struct{} // closed when the last connection ends after closing
+	requests  atomic.Uint64
+	accepted  atomic.Uint64
+	open      atomic.Int64
+	date      atomic.Pointer[dateLine]
+	lastLimit atomic.Int64 // unix nano of the last "out of descriptors" log line
+}
+
+// Stats are a server's counters since it started.
+type Stats struct {
+	Requests    uint64 // requests answered, including protocol errors
+	Accepted    uint64 // connections accepted
+	Connections int64  // connections open now
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{Requests: s.requests.Load(), Accepted: s.accepted.Load(), Connections: s.open.Load()}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("http1: server closed")
+
+func (s *Server) maxHeader() int        { return or(s.MaxHeaderBytes, DefaultMaxHeaderBytes) }
+func (s *Server) maxBody() int          { return or(s.MaxBodyBytes, DefaultMaxBodyBytes) }
+func (s *Server) idle() time.Duration   { return or(s.IdleTimeout, DefaultIdleTimeout) }
+func (s *Server) readTO() time.Duration { return or(s.ReadTimeout, DefaultReadTimeout) }
+func (s *Server) writeTO() time.Duration {
+	return or(s.WriteTimeout, DefaultWriteTimeout)
+}
+
+func or[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func (s *Server) log() *zap.Logger {
+	if s.Logger == nil {
+		return zap.NewNop()
+	}
+	return s.Logger
+}
+
+// Serve accepts connections on ln until Shutdown, serving each on its own goroutine. It
+// returns ErrServerClosed after Shutdown, or the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			if isTemporary(err) {
+				// Out of descriptors or memory: existing connections keep working; we retry
+				// with backoff, as net/http does, and say why once a second at most.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logLimit(err)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		backoff = 0
+		c := &conn{srv: s, nc: nc}
+		if !s.track(c) {
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.accepted.Add(1)
+		go c.serve()
+	}
+}
+
+func isTemporary(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.ECONNABORTED)
+}
+
+func (s *Server) logLimit(err error) {
+	now := time.Now().UnixNano()
+	last := s.lastLimit.Load()
+	if now-last < int64(time.Second) || !s.lastLimit.CompareAndSwap(last, now) {
+		return
+	}
+	var lim syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	s.log().Warn("accept failing: new connections wait in the kernel queue until descriptors free up",
+		zap.Error(err), zap.Int64("open_connections", s.open.Load()),
+		zap.Uint64("nofile_soft", lim.Cur), zap.Uint64("nofile_hard", lim.Max))
+}
+
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[*conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	s.open.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	s.open.Add(-1)
+	if s.closing.Load() && len(s.conns) == 0 && s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+}
+
+// Shutdown stops accepting, closes idle keep-alive connections, lets requests in flight
+// finish (their responses say "Connection: close"), and waits for every connection to end.
+// When ctx ends first, it closes the remaining connections and returns ctx's error.
+//
+// Shutdown closes the listeners given to Serve. A listener inherited from a supervisor is
+// only this process's copy of the socket: the supervisor's copy keeps the accept queue.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	var done chan struct{}
+	if len(s.conns) > 0 {
+		done = make(chan struct{})
+		s.done = done
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	for _, c := range conns {
+		c.wakeIfIdle()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("drain connections: %w", ctx.Err())
+	}
+}
+
+// dateLine is the "Date: ...\r\n" header for one second.
+type dateLine struct {
+	sec  int64
+	line []byte
+}
+
+func (s *Server) dateHeader(now time.Time) []byte {
+	sec := now.Unix()
+	if d := s.date.Load(); d != nil && d.sec == sec {
+		return d.line
+	}
+	d := &dateLine{sec: sec}
+	d.line = append([]byte("Date: "), now.UTC().AppendFormat(nil, "Mon, 02 Jan 2006 15:04:05 GMT")...)
+	d.line = append(d.line, "\r\n"...)
+	s.date.Store(d)
+	return d.line
+}

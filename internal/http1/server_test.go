@@ -1,0 +1,404 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echo answers "METHOD PATH ?QUERY |BODY" so tests see what the parser understood.
+func echo(w *Response, r *Request) {
+	switch string(r.Path) {
+	case "/big":
+		w.Body = append(w.Body, strings.Repeat("x", 32<<10)...)
+		return
+	case "/slow":
+		time.Sleep(300 * time.Millisecond)
+	case "/panic":
+		panic("boom")
+	}
+	w.ContentType = "text/plain"
+	w.Body = fmt.Appendf(w.Body, "%s %s ?%s|%s", r.Method, r.Path, r.Query, r.Body)
+	if v := r.Header("X-Test"); v != nil {
+		w.Body = fmt.Appendf(w.Body, " x-test=%s", v)
+	}
+}
+
+func startServer(t *testing.T, s *Server) string {
+	t.Helper()
+	if s.Handler == nil {
+		s.Handler = HandlerFunc(echo)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve = %v, want ErrServerClosed", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+type response struct {
+	head   bool // the request was HEAD: no body follows
+	status int
+	header map[string]string
+	body   string
+}
+
+// readResponse reads one response framed by Content-Length.
+func readResponse(br *bufio.Reader) (response, error) { return readResponseTo(br, false) }
+
+func readResponseTo(br *bufio.Reader, head bool) (response, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return response{}, err
+	}
+	parts := strings.SplitN(strings.TrimRight(line, "\r\n"), " ", 3)
+	if len(parts) < 2 {
+		return response{}, fmt.Errorf("bad status line %q", line)
+	}
+	code, _ := strconv.Atoi(parts[1])
+	r := response{status: code, header: map[string]string{}}
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return r, err
+		}
+		l = strings.TrimRight(l, "\r\n")
+		if l == "" {
+			break
+		}
+		k, v, _ := strings.Cut(l, ": ")
+		r.header[strings.ToLower(k)] = v
+	}
+	if code == 100 || head {
+		return r, nil
+	}
+	n, _ := strconv.Atoi(r.header["content-length"])
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return r, err
+	}
+	r.body = string(b)
+	return r, nil
+}
+
+// closed reports whether the server closed the connection (EOF or reset) within a second.
+func closed(c net.Conn, br *bufio.Reader) bool {
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	_, err := br.ReadByte()
+	return err != nil && !errors.Is(err, errTimeout(err))
+}
+
+func errTimeout(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return err
+	}
+	return errors.New("not a timeout")
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func TestExchanges(t *testing.T) {
+	big := strings.Repeat("a", 17<<10)
+	tests := []struct {
+		name   string
+		writes []string // sent in separate writes, a short pause between them
+		want   []response
+		// wantClose: the server closes after the responses.
+		wantClose bool
+	}{
+		{
+			name:   "get keep-alive",
+			writes: []string{"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /a ?x=1|"}},
+		},
+		{
+			name:   "pipelined requests answered in order",
+			writes: []string{"GET /1 HTTP/1.1\r\n\r\nPOST /2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /1 ?|"}, {status: 200, body: "POST /2 ?|abc"}, {status: 200, body: "GET /3 ?|"}},
+		},
+		{
+			name:   "one byte at a time",
+			writes: strings.Split("POST /b HTTP/1.1\r\ncontent-LENGTH: 2\r\nX-Test: yes\r\n\r\nhi", ""),
+			want:   []response{{status: 200, body: "POST /b ?|hi x-test=yes"}},
+		},
+		{
+			name:   "body split across writes",
+			writes: []string{"POST /s HTTP/1.1\r\nContent-Length: 10\r\n\r\n01234", "56789"},
+			want:   []response{{status: 200, body: "POST /s ?|0123456789"}},
+		},
+		{
+			name:   "chunked body",
+			writes: []string{"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n"},
+			want:   []response{{status: 200, body: "POST /c ?|abcde"}},
+		},
+		{
+			name:   "leading empty lines are ignored",
+			writes: []string{"\r\n\r\nGET /e HTTP/1.1\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /e ?|"}},
+		},
+		{
+			name:   "absolute-form target",
+			writes: []string{"GET http://example.com/abs?q HTTP/1.1\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /abs ?q|"}},
+		},
+		{
+			name:      "http/1.0 closes",
+			writes:    []string{"GET /old HTTP/1.0\r\n\r\n"},
+			want:      []response{{status: 200, body: "GET /old ?|", header: map[string]string{"connection": "close"}}},
+			wantClose: true,
+		},
+		{
+			name:   "http/1.0 keep-alive",
+			writes: []string{"GET /old HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /old ?|", header: map[string]string{"connection": "keep-alive"}}},
+		},
+		{
+			name:      "connection close honoured",
+			writes:    []string{"GET /x HTTP/1.1\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\n\r\n"},
+			want:      []response{{status: 200, body: "GET /x ?|", header: map[string]string{"connection": "close"}}},
+			wantClose: true,
+		},
+		{
+			name:   "head has no body",
+			writes: []string{"HEAD /h HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n"},
+			want:   []response{{head: true, status: 200, header: map[string]string{"content-length": "10"}}, {status: 200, body: "GET /after ?|"}},
+		},
+		{name: "two different content-lengths", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "equal content-lengths are fine", writes: []string{"POST /d HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 200, body: "POST /d ?|ab"}}},
+		{name: "content-length with chunked", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "transfer-encoding gzip", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "transfer-encoding twice", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "negative content-length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "signed content-length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "content-length list", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "space before colon", writes: []string{"GET / HTTP/1.1\r\nContent-Length : 0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "obsolete line folding", writes: []string{"GET / HTTP/1.1\r\nX-A: 1\r\n 2\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "malformed request line", writes: []string{"GARBAGE\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "bad chunk size", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "unknown version", writes: []string{"GET / HTTP/2.0\r\n\r\n"}, want: []response{{status: 505}}, wantClose: true},
+		{name: "http/1.0 with chunked", writes: []string{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "head over 16 KiB", writes: []string{"GET / HTTP/1.1\r\nX-Big: " + big + "\r\n\r\n"}, want: []response{{status: 431}}, wantClose: true},
+		{name: "body over 16 KiB by length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 16385\r\n\r\n"}, want: []response{{status: 413, body: `{"error":"request body too large"}`}}, wantClose: true},
+		{name: "body over 16 KiB chunked", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4400\r\n" + big[:0x4400] + "\r\n0\r\n\r\n"}, want: []response{{status: 413}}, wantClose: true},
+		{name: "unknown expectation", writes: []string{"POST / HTTP/1.1\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\na"}, want: []response{{status: 417}}, wantClose: true},
+		{name: "handler panic is 500", writes: []string{"GET /panic HTTP/1.1\r\n\r\n"}, want: []response{{status: 500, body: `{"error":"internal server error"}`}}, wantClose: true},
+	}
+	addr := startServer(t, &Server{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, br := dial(t, addr)
+			for i, w := range tt.writes {
+				if i > 0 && len(tt.writes) < 100 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if _, err := io.WriteString(c, w); err != nil {
+					t.Fatalf("write %d: %v", i, err)
+				}
+			}
+			for i, want := range tt.want {
+				got, err := readResponseTo(br, want.head)
+				if err != nil {
+					t.Fatalf("response %d: %v", i, err)
+				}
+				if got.status != want.status {
+					t.Errorf("response %d: status %d, want %d (body %q)", i, got.status, want.status, got.body)
+				}
+				if want.body != "" && got.body != want.body {
+					t.Errorf("response %d: body %q, want %q", i, got.body, want.body)
+				}
+				for k, v := range want.header {
+					if got.header[k] != v {
+						t.Errorf("response %d: header %s = %q, want %q", i, k, got.header[k], v)
+					}
+				}
+				if got.header["date"] == "" {
+					t.Errorf("response %d: no Date header", i)
+				}
+			}
+			if tt.wantClose {
+				if !closed(c, br) {
+					t.Error("connection still open, want closed")
+				}
+			} else {
+				// Still usable: one more request gets an answer.
+				io.WriteString(c, "GET /again HTTP/1.1\r\n\r\n")
+				got, err := readResponse(br)
+				if err != nil || got.body != "GET /again ?|" {
+					t.Errorf("follow-up request: %+v, %v; want an answer on the same connection", got, err)
+				}
+			}
+		})
+	}
+}
+
+func TestExpectContinue(t *testing.T) {
+	addr := startServer(t, &Server{})
+	c, br := dial(t, addr)
+	io.WriteString(c, "POST /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	got, err := readResponse(br)
+	if err != nil || got.status != 100 {
+		t.Fatalf("first answer: %+v, %v; want 100 Continue", got, err)
+	}
+	io.WriteString(c, "ab")
+	time.Sleep(20 * time.Millisecond)
+	io.WriteString(c, "cd")
+	got, err = readResponse(br)
+	if err != nil || got.status != 200 || got.body != "POST /e ?|abcd" {
+		t.Fatalf("final answer: %+v, %v; want 200 with the body (and no second 100)", got, err)
+	}
+
+	// A body sent with the head needs no interim response.
+	io.WriteString(c, "POST /f HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nxy")
+	got, err = readResponse(br)
+	if err != nil || got.status != 200 || got.body != "POST /f ?|xy" {
+		t.Fatalf("body with head: %+v, %v; want 200 directly", got, err)
+	}
+
+	// A body that will be refused gets 413, never a 100.
+	io.WriteString(c, "POST /g HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 999999\r\n\r\n")
+	got, err = readResponse(br)
+	if err != nil || got.status != 413 {
+		t.Fatalf("oversized: %+v, %v; want 413", got, err)
+	}
+}
+
+func TestStalledRequestIsDropped(t *testing.T) {
+	addr := startServer(t, &Server{ReadTimeout: 200 * time.Millisecond})
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /stall HTTP/1.1\r\nX-Half: ")
+	got, err := readResponse(br)
+	if err != nil || got.status != 408 {
+		t.Fatalf("stalled request: %+v, %v; want 408 then close", got, err)
+	}
+	if !closed(c, br) {
+		t.Error("stalled connection still open")
+	}
+}
+
+func TestIdleKeepAliveOutlivesReadTimeout(t *testing.T) {
+	addr := startServer(t, &Server{ReadTimeout: 100 * time.Millisecond, IdleTimeout: 2 * time.Second})
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
+	if _, err := readResponse(br); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // idle, 5× the read timeout
+	io.WriteString(c, "GET /2 HTTP/1.1\r\n\r\n")
+	if got, err := readResponse(br); err != nil || got.status != 200 {
+		t.Fatalf("after idling: %+v, %v; want 200", got, err)
+	}
+}
+
+func TestIdleTimeoutCloses(t *testing.T) {
+	addr := startServer(t, &Server{IdleTimeout: 300 * time.Millisecond})
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
+	if _, err := readResponse(br); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := br.ReadByte(); err == nil || errTimeout(err) == err {
+		t.Fatalf("idle connection: read %v; want EOF after the idle timeout", err)
+	}
+}
+
+func TestNonReadingClientIsDropped(t *testing.T) {
+	s := &Server{WriteTimeout: 300 * time.Millisecond}
+	addr := startServer(t, s)
+	c, _ := dial(t, addr)
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	// 400 pipelined requests for 32 KiB each, never reading: ~13 MB the server cannot send.
+	req := strings.Repeat("GET /big HTTP/1.1\r\n\r\n", 400)
+	go io.WriteString(c, req)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.Stats().Connections == 0 && s.Stats().Requests > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("non-reading client still connected: %+v", s.Stats())
+}
+
+func TestShutdownDrains(t *testing.T) {
+	s := &Server{Handler: HandlerFunc(echo)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	addr := ln.Addr().String()
+
+	idle, idleR := dial(t, addr)
+	io.WriteString(idle, "GET /1 HTTP/1.1\r\n\r\n")
+	if _, err := readResponse(idleR); err != nil {
+		t.Fatal(err)
+	}
+	busy, busyR := dial(t, addr)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the slow request is in flight
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+
+	got, err := readResponse(busyR)
+	if err != nil || got.status != 200 || got.header["connection"] != "close" {
+		t.Errorf("in-flight request: %+v, %v; want 200 with Connection: close", got, err)
+	}
+	if !closed(idle, idleR) {
+		t.Error("idle keep-alive connection was not closed by Shutdown")
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Error("listener still accepting after Shutdown")
+	}
+}
+
+func TestShutdownDeadlineForces(t *testing.T) {
+	s := &Server{Handler: HandlerFunc(echo)}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	c, _ := dial(t, ln.Addr().String())
+	io.WriteString(c, "GET /half HTTP/1.1\r\n") // a request that never completes
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want deadline exceeded", err)
+	}
+}

@@ -1,0 +1,177 @@
+// Package ipc is the channel between the supervisor and one of its workers.
+//
+// The supervisor creates a unix socketpair per worker and passes one end to the child as an
+// inherited descriptor (its number in the environment variable named by EnvFD, after the
+// listening socket at fd 3). Messages are JSON objects, one per line, so a person can read a
+// capture of the traffic. The channel carries three things:
+//   - readiness: the worker says "ready" once it can serve (database open, statements
+//     prepared, listener in hand); until then the supervisor does not count it online;
+//   - drain: the supervisor asks the worker to stop accepting, finish in-flight requests,
+//     close idle keep-alives and exit;
+//   - counters: the supervisor asks for "stats" and the worker answers with its request and
+//     connection counts (prefork keeps counters per process; the supervisor adds them up).
+//
+// The socketpair doubles as the parent-death signal: only the supervisor holds the other
+// end, so when the supervisor dies for any reason, even SIGKILL, the worker reads EOF and
+// drains. (Pdeathsig in Go is tied to the OS thread that forked, so it is not reliable.)
+package ipc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Environment variables of the worker protocol, set by the supervisor for each child.
+const (
+	// EnvFD names the descriptor number of the worker's end of the socketpair.
+	EnvFD = "ONEHOST_IPC_FD"
+	// EnvWorkerID is the worker's stable slot index, 0-based (as PM2's NODE_APP_INSTANCE).
+	EnvWorkerID = "ONEHOST_WORKER_ID"
+	// EnvListenFDs and EnvListenPID follow systemd's socket-activation convention: the
+	// listening socket is fd 3. LISTEN_PID may be absent, since os/exec cannot know the
+	// child's pid before it starts; when present it must equal the worker's pid.
+	EnvListenFDs = "LISTEN_FDS"
+	EnvListenPID = "LISTEN_PID"
+	// ListenFD is the descriptor of the inherited listening socket.
+	ListenFD = 3
+)
+
+// Message types.
+const (
+	TypeReady = "ready" // worker → supervisor: can serve
+	TypeDrain = "drain" // supervisor → worker: stop gracefully
+	TypeStats = "stats" // supervisor → worker: a request; worker → supervisor: the answer
+)
+
+// Msg is one message. Fields that do not apply to a type are omitted.
+type Msg struct {
+	Type        string `json:"type"`
+	PID         int    `json:"pid,omitempty"`
+	Requests    uint64 `json:"requests,omitempty"`
+	Accepted    uint64 `json:"accepted,omitempty"`
+	Connections int64  `json:"connections,omitempty"`
+	Healthy     bool   `json:"healthy,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.
+type Conn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	wmu sync.Mutex
+}
+
+// maxLine bounds one message, so a confused peer cannot make the other side buffer without
+// limit.
+const maxLine = 64 << 10
+
+// New wraps a connected socket.
+func New(c net.Conn) *Conn { return &Conn{c: c, r: bufio.NewReaderSize(c, maxLine)} }
+
+// FromFile wraps an inherited descriptor. The file is closed; the Conn owns a duplicate.
+func FromFile(f *os.File) (*Conn, error) {
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("open ipc descriptor: %w", err)
+	}
+	return New(c), nil
+}
+
+// Pair creates a connected socketpair: the supervisor keeps sup and passes child to the
+// worker (in exec.Cmd.ExtraFiles), closing its own copy of child after the start.
+func Pair() (sup *Conn, child *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create socketpair: %w", err)
+	}
+	sf := os.NewFile(uintptr(fds[0]), "ipc-supervisor")
+	child = os.NewFile(uintptr(fds[1]), "ipc-worker")
+	sup, err = FromFile(sf)
+	if err != nil {
+		child.Close()
+		return nil, nil, err
+	}
+	return sup, child, nil
+}
+
+// Send writes one message.
+func (c *Conn) Send(m Msg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s message: %w", m.Type, err)
+	}
+	b = append(b, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.c.Write(b); err != nil {
+		return fmt.Errorf("send %s message: %w", m.Type, err)
+	}
+	return nil
+}
+
+// Recv reads one message. It returns io.EOF when the peer closed its end.
+func (c *Conn) Recv() (Msg, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return Msg{}, fmt.Errorf("receive message: longer than %d bytes", c.r.Size())
+		}
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			return Msg{}, io.EOF
+		}
+		return Msg{}, fmt.Errorf("receive message: %w", err)
+	}
+	var m Msg
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Msg{}, fmt.Errorf("decode message: %w", err)
+	}
+	return m, nil
+}
+
+// Close closes this end.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Why a worker's Serve loop ended.
+var (
+	ErrDrain      = errors.New("supervisor asked to drain")
+	ErrParentGone = errors.New("supervisor is gone")
+)
+
+// Serve is the worker's side of the channel: it answers stats requests with stats() until
+// the supervisor asks to drain (ErrDrain), the supervisor's end closes (ErrParentGone), or
+// ctx ends (ctx's error; the connection is closed to unblock the read).
+func (c *Conn) Serve(ctx context.Context, stats func() Msg) error {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	for {
+		m, err := c.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				return ErrParentGone
+			}
+			return fmt.Errorf("%w: %v", ErrParentGone, err)
+		}
+		switch m.Type {
+		case TypeDrain:
+			return ErrDrain
+		case TypeStats:
+			s := stats()
+			s.Type = TypeStats
+			if err := c.Send(s); err != nil {
+				return fmt.Errorf("%w: %v", ErrParentGone, err)
+			}
+		}
+	}
+}

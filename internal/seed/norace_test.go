@@ -1,0 +1,6 @@
+//go:build !race
+
+package seed
+
+// raceEnabled reports whether the race detector is on; it skews allocation counts.
+const raceEnabled = false
