@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-const goldenDir = "../../internal/feed/testdata/golden/"
+const goldenDir = "../../testdata/golden/"
 
 func golden(t *testing.T, name string) string {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ type serveConfig struct {
 	workerID     int
 	drainTimeout time.Duration
 	logLevel     string
+	cpuProfile   string
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
 	inherited bool
 	// ipcFD is the supervisor channel's descriptor, or -1.
@@ -44,6 +46,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	host := fs.String("host", envOr(getenv, "HOST", "127.0.0.1"), "address to bind when not given a socket (env HOST)")
 	port := fs.String("port", envOr(getenv, "PORT", "3000"), "port to bind when not given a socket; 0 picks one (env PORT)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -113,6 +116,21 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer signal.Stop(sigs)
 
 	raiseFileLimit(log)
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("create cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("start cpu profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 
 	store, err := feed.Open(ctx, cfg.db, feed.Options{Logger: log})
 	if err != nil {
@@ -204,7 +222,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			zap.Uint64("requests", st.Requests))
 		return nil
 	}
-	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests))
+	ds := store.Stats()
+	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests),
+		zap.Any("db", ds))
 	return nil
 }
 

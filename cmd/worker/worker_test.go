@@ -49,7 +49,7 @@ func (w *worker) Logs() string {
 
 // startWorker starts the test binary as a worker with env added to a minimal environment,
 // and waits for its "serving" line.
-func startWorker(t *testing.T, env ...string) *worker {
+func startWorker(t testing.TB, env ...string) *worker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-drain-timeout=5s")
 	cmd.Env = append([]string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "HOST=127.0.0.1", "PORT=0",
@@ -102,7 +102,7 @@ func startWorker(t *testing.T, env ...string) *worker {
 }
 
 // stop sends sig and waits for the exit.
-func (w *worker) stop(t *testing.T, sig os.Signal) error {
+func (w *worker) stop(t testing.TB, sig os.Signal) error {
 	t.Helper()
 	w.cmd.Process.Signal(sig)
 	select {

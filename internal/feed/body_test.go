@@ -48,11 +48,11 @@ func TestParseCreateBody(t *testing.T) {
 		{"raw control char", "{\"body\":\"a\tb\"}", "", ErrMalformedJSON},
 		{"bad escape", `{"body":"\x"}`, "", ErrMalformedJSON},
 		{"BOM", "\ufeff{\"body\":\"x\"}", "", ErrMalformedJSON},
-		{"top-level string", `"hello"`, "", ErrMalformedJSON},
-		{"top-level empty string", `""`, "", ErrMalformedJSON},
-		{"top-level number", `123`, "", ErrMalformedJSON},
-		{"top-level array", `[{"body":"x"}]`, "", ErrMalformedJSON},
-		{"top-level null", `null`, "", ErrMalformedJSON},
+		{"top-level string", `"hello"`, "", ErrBodyRequired},
+		{"top-level empty string", `""`, "", ErrBodyRequired},
+		{"top-level number", `123`, "", ErrBodyRequired},
+		{"top-level array", `[{"body":"x"}]`, "", ErrBodyRequired},
+		{"top-level null", `null`, "", ErrBodyRequired},
 
 		{"empty object", `{}`, "", ErrBodyRequired},
 		{"empty body", `{"body":""}`, "", ErrBodyRequired},
@@ -87,7 +87,7 @@ func referenceParse(body []byte) (string, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return "", ErrMalformedJSON
+		return "", ErrBodyRequired
 	}
 	s, ok := m["body"].(string)
 	if !ok {
@@ -126,9 +126,14 @@ func TestParseCreateBodyAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	in := []byte(`{"body":"  Hot take: the cheapest server is the one you measured.  "}`)
-	if n := testing.AllocsPerRun(100, func() { ParseCreateBody(in) }); n > 1 {
-		t.Errorf("ParseCreateBody: %v allocations; want at most 1 (the returned string)", n)
+	for _, in := range []string{
+		`{"body":"  Hot take: the cheapest server is the one you measured.  "}`,
+		`{"body":"  escaped \"quotes\" and \u2713  "}`,
+	} {
+		b := []byte(in)
+		if n := testing.AllocsPerRun(100, func() { ParseCreateBody(b) }); n > 1 {
+			t.Errorf("ParseCreateBody(%s): %v allocations; want at most 1 (the returned string)", in, n)
+		}
 	}
 }
 

@@ -24,9 +24,14 @@ var hashQueries = []string{
 // prints in the CLI's default list mode (fields joined by "|", NULL as an empty field, one
 // row per line ending in "\n"). It streams the rows, opens the database read-only and
 // handles INTEGER, TEXT, BLOB and NULL values; a REAL value is an error, since the CLI's
-// float formatting is not reproduced and the challenge tables hold none.
+// float formatting is not reproduced and the challenge tables hold none. Like any reader
+// of a WAL database, it may leave an empty -wal and a -shm file beside path.
 func ContentHash(ctx context.Context, path string) (sum string, err error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	dsn, err := fileURI(path, "mode=ro")
+	if err != nil {
+		return "", err
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", path, err)
 	}

@@ -59,7 +59,7 @@ type goldenPost struct {
 func readGoldenPosts(t *testing.T) []goldenPost {
 	t.Helper()
 	var posts []goldenPost
-	files, err := filepath.Glob("testdata/post-*.json")
+	files, err := filepath.Glob("../../testdata/golden/post-*.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func readGoldenPosts(t *testing.T) []goldenPost {
 		posts = append(posts, one.Post)
 	}
 	var feed struct{ Posts []goldenPost }
-	readJSON(t, "testdata/feed.json", &feed)
+	readJSON(t, "../../testdata/golden/feed.json", &feed)
 	posts = append(posts, feed.Posts...)
 	if len(posts) != 23 {
 		t.Fatalf("got %d golden posts, want 23", len(posts))
@@ -106,7 +106,7 @@ func TestRowsMatchGolden(t *testing.T) {
 	for _, g := range golden {
 		posts[g.ID] = Post{}
 	}
-	likes := make(map[int64]int)
+	likes := make([]int, NumPosts+1) // like count by post id
 	var nPosts, nLikes int
 	err := walkRows(rowSink{
 		post: func(p Post) error {
