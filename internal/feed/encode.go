@@ -11,6 +11,15 @@ func appendJSONString[T ~string | ~[]byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
+		// Skip 8 clean bytes at a time: the feed escapes ~5 KB per request, and a profile
+		// put the byte loop at 6 % of the feed's CPU.
+		for i+8 <= len(s) && !needsEscape8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|
+			uint64(s[i+3])<<24|uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
@@ -37,4 +46,19 @@ func appendJSONString[T ~string | ~[]byte](dst []byte, s T) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// needsEscape8 reports whether any of the 8 bytes packed in x is below 0x20, '"' or '\\'
+// (the classic SWAR "has zero byte" and "has byte less than n" tests: a borrow can flag a
+// lane above a true match but never a lane when there is none, so the answer is exact).
+func needsEscape8(x uint64) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	lt := (x - ones*0x20) &^ x & highs // a byte < 0x20 (bytes >= 0x80 are excluded by &^x)
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	eq := ((q-ones)&^q | (bs-ones)&^bs) & highs
+	return lt|eq != 0
 }

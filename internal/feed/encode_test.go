@@ -98,3 +98,17 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		buf = appendJSONString(buf[:0], body)
 	}
 }
+
+func TestNeedsEscape8(t *testing.T) {
+	// Every byte value in every lane, against the byte-by-byte rule.
+	for lane := 0; lane < 8; lane++ {
+		for b := 0; b < 256; b++ {
+			x := uint64(0x6161616161616161) // "aaaaaaaa"
+			x = x&^(0xff<<(8*lane)) | uint64(b)<<(8*lane)
+			want := b < 0x20 || b == '"' || b == '\\'
+			if got := needsEscape8(x); got != want {
+				t.Fatalf("needsEscape8 with byte %#x in lane %d = %v, want %v", b, lane, got, want)
+			}
+		}
+	}
+}
