@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
 )
@@ -22,9 +23,9 @@ import (
 func startPair(t *testing.T) (a, b *worker) {
 	t.Helper()
 	db := seedtest.Path(t)
-	a = startWorker(t, "SQLITE_PATH="+db, "ONEHOST_WORKER_ID=0")
+	a = startWorker(t, "SQLITE_PATH="+db, ipc.EnvWorkerID+"=0")
 	_, port, _ := net.SplitHostPort(a.addr)
-	b = startWorker(t, "SQLITE_PATH="+db, "PORT="+port, "ONEHOST_WORKER_ID=1")
+	b = startWorker(t, "SQLITE_PATH="+db, "PORT="+port, ipc.EnvWorkerID+"=1")
 	if a.addr != b.addr {
 		t.Fatalf("workers on %s and %s, want one port", a.addr, b.addr)
 	}
@@ -206,7 +207,7 @@ func startBenchWorkers(tb testing.TB, db string, n int) string {
 	first := startWorker(tb, "SQLITE_PATH="+db)
 	_, port, _ := net.SplitHostPort(first.addr)
 	for i := 1; i < n; i++ {
-		startWorker(tb, "SQLITE_PATH="+db, "PORT="+port, fmt.Sprintf("ONEHOST_WORKER_ID=%d", i))
+		startWorker(tb, "SQLITE_PATH="+db, "PORT="+port, fmt.Sprintf(ipc.EnvWorkerID+"=%d", i))
 	}
 	return first.addr
 }

@@ -30,6 +30,7 @@ type serveConfig struct {
 	addr         string
 	workerID     int
 	drainTimeout time.Duration
+	idleGrace    time.Duration
 	logLevel     string
 	cpuProfile   string
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
@@ -46,6 +47,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	host := fs.String("host", envOr(getenv, "HOST", "127.0.0.1"), "address to bind when not given a socket (env HOST)")
 	port := fs.String("port", envOr(getenv, "PORT", "3000"), "port to bind when not given a socket; 0 picks one (env PORT)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
+	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -143,8 +145,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	srv := &http1.Server{
-		Handler: feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}),
-		Logger:  log,
+		Handler:   feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}),
+		Logger:    log,
+		IdleGrace: cfg.idleGrace,
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -65,3 +65,50 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// parseOnce answers one request held in c's buffer, as serve does, and discards the output.
+func parseOnce(c *conn, nc *sink, req []byte) {
+	c.r, c.scan = 0, 0
+	c.w = copy(c.buf, req)
+	if res, perr := c.parse(); perr != nil || res != served {
+		panic("request not served")
+	}
+	c.flush()
+	nc.out.Reset()
+}
+
+func newBenchConn() (*conn, *sink) {
+	s := &Server{Handler: HandlerFunc(func(w *Response, r *Request) {
+		w.Body = append(w.Body, `{"status":"ok"}`...)
+		_ = r.Header("Authorization")
+	})}
+	nc := &sink{}
+	c := &conn{srv: s, nc: nc, buf: make([]byte, initialBuf)}
+	return c, nc
+}
+
+var benchRequest = []byte("POST /posts/42/like HTTP/1.1\r\nHost: localhost:3000\r\nUser-Agent: k6/0.50\r\n" +
+	"Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl\r\n" +
+	"Content-Type: application/json\r\nContent-Length: 0\r\nAccept-Encoding: gzip\r\n\r\n")
+
+// TestParseAllocs is the hot path's allocation budget: parsing a request, running the
+// handler and queueing its response allocate nothing once a connection's buffers exist.
+func TestParseAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	c, nc := newBenchConn()
+	parseOnce(c, nc, benchRequest) // buffers warm up
+	if n := testing.AllocsPerRun(1000, func() { parseOnce(c, nc, benchRequest) }); n != 0 {
+		t.Errorf("%v allocations per request, want 0", n)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	c, nc := newBenchConn()
+	b.SetBytes(int64(len(benchRequest)))
+	b.ReportAllocs()
+	for b.Loop() {
+		parseOnce(c, nc, benchRequest)
+	}
+}

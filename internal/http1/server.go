@@ -55,6 +55,12 @@ type Server struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds one write of responses to a client that does not read. Default 10 s.
 	WriteTimeout time.Duration
+	// IdleGrace is how long Shutdown leaves idle keep-alive connections open, so that a
+	// request already on its way is answered (with "Connection: close") instead of meeting
+	// a closed connection, which a client cannot tell from a failure and must not retry
+	// when the request was a POST. Connections that send nothing in that time are closed.
+	// Default 0: idle connections are closed at once, as net/http does.
+	IdleGrace time.Duration
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -221,19 +227,33 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if done == nil {
 		return nil
 	}
-	for _, c := range conns {
-		c.wakeIfIdle()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
+	var grace <-chan time.Time
+	if s.IdleGrace > 0 {
+		t := time.NewTimer(s.IdleGrace)
+		defer t.Stop()
+		grace = t.C
+	} else {
+		for _, c := range conns {
+			c.wakeIfIdle()
 		}
-		s.mu.Unlock()
-		return fmt.Errorf("drain connections: %w", ctx.Err())
+	}
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-grace:
+			grace = nil
+			for _, c := range conns {
+				c.wakeIfIdle()
+			}
+		case <-ctx.Done():
+			s.mu.Lock()
+			for c := range s.conns {
+				c.nc.Close()
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("drain connections: %w", ctx.Err())
+		}
 	}
 }
 

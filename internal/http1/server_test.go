@@ -402,3 +402,49 @@ func TestShutdownDeadlineForces(t *testing.T) {
 		t.Errorf("Shutdown = %v, want deadline exceeded", err)
 	}
 }
+
+func TestShutdownIdleGrace(t *testing.T) {
+	s := &Server{Handler: HandlerFunc(echo), IdleGrace: 500 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	addr := ln.Addr().String()
+	active, activeR := dial(t, addr)
+	silent, silentR := dial(t, addr)
+	for _, p := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{active, activeR}, {silent, silentR}} {
+		io.WriteString(p.c, "GET /1 HTTP/1.1\r\n\r\n")
+		if _, err := readResponse(p.br); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	time.Sleep(100 * time.Millisecond) // shutting down; both connections idle
+
+	// A request sent during the grace is answered, with Connection: close.
+	io.WriteString(active, "POST /late HTTP/1.1\r\nContent-Length: 2\r\n\r\nok")
+	got, err := readResponse(activeR)
+	if err != nil || got.status != 200 || got.header["connection"] != "close" {
+		t.Fatalf("request during the grace: %+v, %v; want 200 with Connection: close", got, err)
+	}
+	if !closed(active, activeR) {
+		t.Error("connection still open after its Connection: close response")
+	}
+	// The silent one is closed when the grace ends, and Shutdown returns.
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the grace")
+	}
+	if !closed(silent, silentR) {
+		t.Error("silent idle connection not closed after the grace")
+	}
+}

@@ -34,7 +34,9 @@ const (
 	// EnvFD names the descriptor number of the worker's end of the socketpair.
 	EnvFD = "ONEHOST_IPC_FD"
 	// EnvWorkerID is the worker's stable slot index, 0-based (as PM2's NODE_APP_INSTANCE).
-	EnvWorkerID = "ONEHOST_WORKER_ID"
+	EnvWorkerID = "WORKER_ID"
+	// EnvWorkerCount is the number of worker slots in the cluster.
+	EnvWorkerCount = "WORKER_COUNT"
 	// EnvListenFDs and EnvListenPID follow systemd's socket-activation convention: the
 	// listening socket is fd 3. LISTEN_PID may be absent, since os/exec cannot know the
 	// child's pid before it starts; when present it must equal the worker's pid.

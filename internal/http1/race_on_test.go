@@ -1,0 +1,5 @@
+//go:build race
+
+package http1
+
+const raceEnabled = true
