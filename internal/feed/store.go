@@ -83,6 +83,10 @@ import (
 // ErrPostNotFound reports that the post of a read or a like does not exist.
 var ErrPostNotFound = errors.New("post not found")
 
+// walSizeLimit is what a restarted WAL is truncated back to (journal_size_limit): a burst
+// of writes grows the file, and without a limit it keeps its high-water size for good.
+const walSizeLimit = 16 << 20
+
 // errClosed reports a call on a closed Store.
 var errClosed = errors.New("store is closed")
 
@@ -324,8 +328,9 @@ func (s *Store) openConn(path string, opts Options, readOnly bool) (*conn, error
 		return nil, err
 	}
 	pragmas := fmt.Sprintf(`PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;
-PRAGMA cache_size=-%d; PRAGMA mmap_size=%d; PRAGMA wal_autocheckpoint=0;`,
-		(opts.CacheSize+1023)/1024, opts.MmapSize)
+PRAGMA cache_size=-%d; PRAGMA mmap_size=%d; PRAGMA wal_autocheckpoint=0;
+PRAGMA journal_size_limit=%d;`,
+		(opts.CacheSize+1023)/1024, opts.MmapSize, walSizeLimit)
 	if readOnly {
 		pragmas += ` PRAGMA query_only=ON;`
 	}
