@@ -11,7 +11,7 @@ JWT_SECRET ?= twelve-dollar-challenge
 # Tests build the seed once per generator version into this cache and copy it per test.
 export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 
-.PHONY: all build run seed reset-db test test-short seed-cache bench bench-feed fuzz vet clean
+.PHONY: all build run run-worker seed reset-db test test-short seed-cache bench bench-feed fuzz vet clean
 
 all: build
 
@@ -19,8 +19,15 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
-# itself), build, and serve the feed API on HOST:PORT.
+# itself), build, and run the cluster: one worker per CPU this process may use (the cgroup's
+# limit), all on HOST:PORT, supervised (configs/cluster.yaml; INSTANCES overrides).
+INSTANCES ?= max
 run: build $(DB)
+	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) $(BIN)/supervisor run -config configs/cluster.yaml \
+		-instances $(INSTANCES) -listen $(HOST):$(PORT)
+
+# run-worker: one worker alone, binding HOST:PORT itself with SO_REUSEPORT.
+run-worker: build $(DB)
 	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) HOST=$(HOST) PORT=$(PORT) $(BIN)/worker
 
 seed: $(SEED) $(TOKENS)

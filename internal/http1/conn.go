@@ -117,9 +117,6 @@ func (c *conn) serve() {
 			return
 		}
 		partial := c.r < c.w
-		if !partial && s.closing.Load() {
-			return
-		}
 		if !c.read(partial) {
 			return
 		}
@@ -157,7 +154,13 @@ func (c *conn) read(partial bool) bool {
 		// Shutdown sees idle and wakes us, or we see closing and leave.
 		c.state.Store(stateIdle)
 		if s.closing.Load() {
-			return false
+			// Draining: a request may already be on its way (the client cannot know we
+			// are stopping); wait IdleGrace for it, then close.
+			if s.IdleGrace <= 0 {
+				return false
+			}
+			c.nc.SetReadDeadline(now.Add(s.IdleGrace))
+			c.dlKind = dlNone
 		}
 	}
 	n, err := c.nc.Read(c.buf[c.w:])

@@ -63,6 +63,7 @@ type Server struct {
 	IdleGrace time.Duration
 
 	mu        sync.Mutex
+	serving   sync.WaitGroup // the Serve loops, so Shutdown knows when accepting has stopped
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	closing   atomic.Bool
@@ -123,11 +124,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.listeners = make(map[net.Listener]struct{})
 	}
 	s.listeners[ln] = struct{}{}
+	s.serving.Add(1)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
 		s.mu.Unlock()
+		s.serving.Done()
 	}()
 
 	var backoff time.Duration
@@ -148,11 +151,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("accept: %w", err)
 		}
 		backoff = 0
+		// A connection accepted while Shutdown closes the listener is served too: its
+		// client sent a SYN to a listening socket and has no reason to expect a reset.
 		c := &conn{srv: s, nc: nc}
-		if !s.track(c) {
-			nc.Close()
-			return ErrServerClosed
-		}
+		s.track(c)
 		s.accepted.Add(1)
 		go c.serve()
 	}
@@ -177,18 +179,14 @@ func (s *Server) logLimit(err error) {
 		zap.Uint64("nofile_soft", lim.Cur), zap.Uint64("nofile_hard", lim.Max))
 }
 
-func (s *Server) track(c *conn) bool {
+func (s *Server) track(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing.Load() {
-		return false
-	}
 	if s.conns == nil {
 		s.conns = make(map[*conn]struct{})
 	}
 	s.conns[c] = struct{}{}
 	s.open.Add(1)
-	return true
 }
 
 func (s *Server) untrack(c *conn) {
@@ -214,6 +212,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
+	s.mu.Unlock()
+	// Wait for the accept loops to return, so the connection table below is complete.
+	s.serving.Wait()
+	s.mu.Lock()
 	var done chan struct{}
 	if len(s.conns) > 0 {
 		done = make(chan struct{})

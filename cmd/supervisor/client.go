@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// runClient sends one command to the running supervisor's control socket.
+func runClient(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("supervisor "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	asJSON := false
+	if cmd == "status" {
+		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	}
+	// `scale +1 -socket X` and `scale -socket X -1` both work: a leading count is taken
+	// before the flags (a -N count would otherwise read as a flag).
+	var scaleArg string
+	if cmd == "scale" && len(args) > 0 {
+		if _, _, err := cluster.ParseScale(args[0]); err == nil {
+			scaleArg, args = args[0], args[1:]
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cmd == "scale" && scaleArg == "" {
+		if fs.NArg() != 1 {
+			return fmt.Errorf("scale: want one argument N, +N or -N")
+		}
+		scaleArg = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", cmd, fs.Arg(0))
+	}
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", *socket)
+		},
+	}}
+	method, path := "POST", "/"+cmd
+	switch cmd {
+	case "status":
+		method = "GET"
+	case "scale":
+		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
+			return err
+		}
+		path += "?n=" + url.QueryEscape(scaleArg)
+	}
+	if cmd == "status" {
+		// Status must not hang on a wedged supervisor; reload and scale may legitimately
+		// take instances × listen_timeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the supervisor at %s (is `supervisor run` running?): %w", *socket, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read reply: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var e errorReply
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s", cmd, e.Error)
+		}
+		return fmt.Errorf("%s: %s", cmd, resp.Status)
+	}
+	switch cmd {
+	case "status":
+		if asJSON {
+			_, err := stdout.Write(body)
+			return err
+		}
+		var st statusReply
+		if err := json.Unmarshal(body, &st); err != nil {
+			return fmt.Errorf("decode status: %w", err)
+		}
+		printTable(stdout, st)
+	case "reload":
+		fmt.Fprintln(stdout, "reloaded")
+	case "scale":
+		fmt.Fprintln(stdout, "scaled")
+	case "stop":
+		fmt.Fprintln(stdout, "stopping")
+	}
+	return nil
+}
+
+// printTable prints the status as `pm2 ls` does.
+func printTable(w io.Writer, st statusReply) {
+	fmt.Fprintf(w, "serving %s\n", st.Addr)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns")
+	for _, r := range st.Workers {
+		pid := "-"
+		if r.PID != 0 {
+			pid = fmt.Sprint(r.PID)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\n", r.ID, pid, r.Status,
+			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections)
+	}
+	tw.Flush()
+}
+
+// uptime formats seconds as pm2 does: 42s, 5m, 3h, 2D.
+func uptime(s int64) string {
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm", s/60)
+	case s < 86400:
+		return fmt.Sprintf("%dh", s/3600)
+	}
+	return fmt.Sprintf("%dD", s/86400)
+}
+
+// mem formats bytes as pm2 does: 41.2mb.
+func mem(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1fgb", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1fmb", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fkb", float64(b)/(1<<10))
+}

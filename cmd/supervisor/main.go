@@ -1,0 +1,61 @@
+// Command supervisor runs the worker as a prefork cluster, as PM2's cluster mode does for
+// Node: one worker process per CPU, each on its own SO_REUSEPORT socket that the
+// supervisor owns, with crash restarts, zero-downtime rolling reloads, scaling and status.
+//
+// Usage:
+//
+//	supervisor run [-config FILE] [-instances max|-1|N] [-listen HOST:PORT] [-socket PATH] [-- COMMAND [ARGS...]]
+//	supervisor status [-json] [-socket PATH]
+//	supervisor reload [-socket PATH]
+//	supervisor scale N|+N|-N [-socket PATH]
+//	supervisor stop [-socket PATH]
+//
+// `run` stays in the foreground (fit for systemd). Without a command it runs the `worker`
+// binary beside its own executable; its environment passes to the workers. The other
+// commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
+// (`curl --unix-socket PATH http://x/status`).
+//
+// Signals to `run`: HUP reloads, TERM or INT stops gracefully (a second one stops at once),
+// TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  supervisor run [-config FILE] [-instances max|-1|N] [-listen HOST:PORT] [-socket PATH]
+                 [-log-file PATH] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+  supervisor status [-json] [-socket PATH]
+  supervisor reload [-socket PATH]
+  supervisor scale N|+N|-N [-socket PATH]
+  supervisor stop [-socket PATH]`
+
+// run is the whole program, so tests can call it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "run":
+		return runCluster(ctx, args[1:], getenv, stderr)
+	case "status", "reload", "scale", "stop":
+		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	fmt.Fprintln(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

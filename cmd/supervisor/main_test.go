@@ -1,0 +1,433 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/ipc"
+)
+
+// roleEnv makes the test binary play a worker.
+const roleEnv = "SUPERVISOR_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "worker" {
+		fakeWorker()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeWorker serves "ok" on fd 3 and speaks ipc on fd 4; it never says ready when the
+// file named by FAKE_MODE_FILE says "notready".
+func fakeWorker() {
+	ln, err := net.FileListener(os.NewFile(uintptr(ipc.ListenFD), "listener"))
+	if err != nil {
+		os.Exit(2)
+	}
+	conn, err := ipc.FromFile(os.NewFile(4, "ipc"))
+	if err != nil {
+		os.Exit(2)
+	}
+	var reqs atomic.Uint64
+	var conns atomic.Int64
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reqs.Add(1)
+			io.WriteString(w, "ok\n")
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				conns.Add(-1)
+			}
+		},
+	}
+	go srv.Serve(ln)
+	mode, _ := os.ReadFile(os.Getenv("FAKE_MODE_FILE"))
+	if strings.TrimSpace(string(mode)) != "notready" {
+		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
+	}
+	conn.Serve(context.Background(), func() ipc.Msg {
+		return ipc.Msg{Requests: reqs.Load(), Connections: conns.Load()}
+	})
+	// Drain: Connection: close on what comes, exit when no connection is left.
+	srv.SetKeepAlivesEnabled(false)
+	ln.Close()
+	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); conns.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is an io.Writer safe for the supervisor's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// runningCluster is a `supervisor run` running in-process.
+type runningCluster struct {
+	socket string
+	done   chan error
+	logs   *syncBuffer
+}
+
+// startRun runs `supervisor run` with the given config text and extra arguments, waits
+// until its control socket answers with every worker online, and stops it at the end.
+func startRun(t *testing.T, config string, extra ...string) *runningCluster {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1), logs: &syncBuffer{}}
+	args := append([]string{"run", "-config", cfgPath, "-socket", c.socket, "-listen", "127.0.0.1:0"}, extra...)
+	go func() {
+		c.done <- run(context.Background(), args, func(string) string { return "" }, io.Discard, c.logs)
+	}()
+	t.Cleanup(func() {
+		var out bytes.Buffer
+		run(context.Background(), []string{"stop", "-socket", c.socket}, func(string) string { return "" }, &out, &out)
+		select {
+		case err := <-c.done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("run did not return after stop")
+		}
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", c.logs)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.status()
+		if err == nil && len(st.Workers) > 0 && allOnline(st) {
+			return c
+		}
+		select {
+		case err := <-c.done:
+			t.Fatalf("run returned early: %v\n%s", err, c.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not online: %+v, %v\n%s", st, err, c.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func allOnline(st statusReply) bool {
+	for _, w := range st.Workers {
+		if w.Status != "online" {
+			return false
+		}
+	}
+	return true
+}
+
+// cmd runs a client command against the cluster.
+func (c *runningCluster) cmd(args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), append(args, "-socket", c.socket), func(string) string { return "" }, &out, &errb)
+	return out.String() + errb.String(), err
+}
+
+func (c *runningCluster) status() (statusReply, error) {
+	out, err := c.cmd("status", "-json")
+	var st statusReply
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal([]byte(out), &st)
+	return st, err
+}
+
+// load keeps requests going against addr (keep-alive and fresh connections) until stop.
+type load struct {
+	ok, failed atomic.Int64
+	first      atomic.Value
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoad(addr, path string, clients int) *load {
+	l := &load{stop: make(chan struct{})}
+	for i := range clients {
+		tr := &http.Transport{DisableKeepAlives: i%2 == 1}
+		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer tr.CloseIdleConnections()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				resp, err := hc.Get("http://" + addr + path)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					l.failed.Add(1)
+					l.first.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				l.ok.Add(1)
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) finish(t *testing.T) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("load: %d ok, %d failed", l.ok.Load(), l.failed.Load())
+	if l.failed.Load() > 0 || l.ok.Load() == 0 {
+		t.Errorf("load: %d failed (first: %v), %d ok; want 0 failed", l.failed.Load(), l.first.Load(), l.ok.Load())
+	}
+}
+
+func TestControlCommands(t *testing.T) {
+	t.Parallel()
+	modeFile := filepath.Join(t.TempDir(), "mode")
+	os.WriteFile(modeFile, []byte("ok"), 0o600)
+	c := startRun(t, fmt.Sprintf("instances: 2\nlisten_timeout: 1s\nenv: {GORACE: atexit_sleep_ms=0, %s: worker, FAKE_MODE_FILE: %q}\n", roleEnv, modeFile),
+		"--", os.Args[0])
+
+	t.Run("socket mode 0600", func(t *testing.T) {
+		fi, err := os.Stat(c.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("control socket mode %v, want 0600", got)
+		}
+	})
+	t.Run("status json shape", func(t *testing.T) {
+		out, err := c.cmd("status", "-json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw struct{ Workers []map[string]any }
+		if err := json.Unmarshal([]byte(out), &raw); err != nil || len(raw.Workers) != 2 {
+			t.Fatalf("status -json = %s (%v), want 2 workers", out, err)
+		}
+		for _, k := range []string{"id", "pid", "status", "uptime_s", "restarts", "cpu_percent", "rss_bytes", "requests", "rps", "connections"} {
+			if _, ok := raw.Workers[0][k]; !ok {
+				t.Errorf("worker object %v lacks %q", raw.Workers[0], k)
+			}
+		}
+	})
+	t.Run("status table", func(t *testing.T) {
+		out, err := c.cmd("status")
+		if err != nil || !strings.Contains(out, "id  pid") || !strings.Contains(out, "online") || strings.Count(out, "\n") != 4 {
+			t.Errorf("status = %q, %v; want a header and two online rows", out, err)
+		}
+	})
+	t.Run("second run refused", func(t *testing.T) {
+		var out syncBuffer
+		err := run(context.Background(), []string{"run", "-socket", c.socket, "--", os.Args[0]}, func(string) string { return "" }, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+			t.Errorf("second run = %v, want a refusal naming pid %d", err, os.Getpid())
+		}
+	})
+	st, _ := c.status()
+	addr := st.Addr
+	t.Run("reload under load", func(t *testing.T) {
+		l := startLoad(addr, "/", 4)
+		out, err := c.cmd("reload")
+		l.finish(t)
+		if err != nil {
+			t.Errorf("reload: %v (%s)", err, out)
+		}
+	})
+	t.Run("scale", func(t *testing.T) {
+		if out, err := c.cmd("scale", "+1"); err != nil {
+			t.Fatalf("scale +1: %v %s", err, out)
+		}
+		if st, _ := c.status(); len(st.Workers) != 3 {
+			t.Errorf("after scale +1: %d workers, want 3", len(st.Workers))
+		}
+		if out, err := c.cmd("scale", "-1"); err != nil {
+			t.Fatalf("scale -1: %v %s", err, out)
+		}
+		if out, err := c.cmd("scale", "1"); err != nil {
+			t.Fatalf("scale 1: %v %s", err, out)
+		}
+		if st, _ := c.status(); len(st.Workers) != 1 {
+			t.Errorf("after scale 1: %d workers, want 1", len(st.Workers))
+		}
+		if _, err := c.cmd("scale", "zero"); err == nil {
+			t.Error("scale zero: got nil error")
+		}
+	})
+	t.Run("aborted reload exits non-zero", func(t *testing.T) {
+		os.WriteFile(modeFile, []byte("notready"), 0o600)
+		defer os.WriteFile(modeFile, []byte("ok"), 0o600)
+		out, err := c.cmd("reload")
+		if err == nil || !strings.Contains(err.Error(), "reload aborted") {
+			t.Errorf("reload = %v (%s), want an error saying it was aborted", err, out)
+		}
+		if st, _ := c.status(); !allOnline(st) {
+			t.Errorf("after the aborted reload: %+v, want every worker online", st.Workers)
+		}
+	})
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	tests := []struct{ name, config, want string }{
+		{"instances", "instances: lots", "instances: \"lots\" is out of range"},
+		{"kill_timeout", "kill_timeout: 20m", "kill_timeout: 20m0s is out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "c.yaml")
+			os.WriteFile(p, []byte(tt.config), 0o600)
+			err := run(context.Background(), []string{"run", "-config", p, "-socket", filepath.Join(dir, "s")}, func(string) string { return "" }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	if err := run(context.Background(), []string{"run", "-instances", "-5"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		t.Error("-instances -5: got nil error")
+	}
+}
+
+func TestClientWithoutSupervisor(t *testing.T) {
+	err := run(context.Background(), []string{"status", "-socket", filepath.Join(t.TempDir(), "none.sock")}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is `supervisor run` running?") {
+		t.Errorf("status without a supervisor = %v, want a hint", err)
+	}
+}
+
+func TestRunStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv)), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	sock := filepath.Join(dir, "s.sock")
+	go func() {
+		done <- run(ctx, []string{"run", "-config", cfg, "-socket", sock, "-listen", "127.0.0.1:0", "--", os.Args[0]},
+			func(string) string { return "" }, io.Discard, logs)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "worker online") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no worker online:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run = %v, want nil after a graceful stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+	if strings.Contains(logs.String(), "killing the workers now") {
+		t.Errorf("a cancelled context escalated to an immediate stop:\n%s", logs)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+}
+
+func TestTableFormats(t *testing.T) {
+	tests := []struct {
+		name      string
+		got, want string
+	}{
+		{"seconds", uptime(42), "42s"},
+		{"minutes", uptime(300), "5m"},
+		{"hours", uptime(3 * 3600), "3h"},
+		{"days", uptime(2 * 86400), "2D"},
+		{"kb", mem(512 << 10), "512.0kb"},
+		{"mb", mem(41 << 20), "41.0mb"},
+		{"gb", mem(3 << 30), "3.0gb"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLogFileReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.log")
+	l, err := openLogFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	io.WriteString(l, "before\n")
+	if err := os.Rename(path, path+".1"); err != nil { // what logrotate does
+		t.Fatal(err)
+	}
+	io.WriteString(l, "still old\n")
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(l, "after\n")
+	old, _ := os.ReadFile(path + ".1")
+	cur, _ := os.ReadFile(path)
+	if string(old) != "before\nstill old\n" || string(cur) != "after\n" {
+		t.Errorf("rotated file %q, new file %q; want %q and %q", old, cur, "before\nstill old\n", "after\n")
+	}
+}
+
+func TestRunRefusesMissingWorker(t *testing.T) {
+	dir := t.TempDir()
+	err := run(context.Background(), []string{"run", "-socket", filepath.Join(dir, "s.sock"), "-listen", "127.0.0.1:0", "--", filepath.Join(dir, "no-such-worker")},
+		func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "command:") {
+		t.Errorf("run with a missing worker = %v, want a command error", err)
+	}
+}

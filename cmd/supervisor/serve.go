@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// defaultConfig is loaded when -config is not given and the file exists.
+const defaultConfig = "configs/cluster.yaml"
+
+// defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock, else
+// /tmp/onehost-UID/supervisor.sock: a per-user directory, so one user's supervisor is
+// not another's.
+func defaultSocket(getenv func(string) string) string {
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "onehost", "supervisor.sock")
+	}
+	return filepath.Join(os.TempDir(), "onehost-"+strconv.Itoa(os.Getuid()), "supervisor.sock")
+}
+
+// statusReply is the body of GET /status and the output of `status -json`.
+type statusReply struct {
+	Addr    string                 `json:"addr"`
+	Workers []cluster.WorkerStatus `json:"workers"`
+}
+
+type errorReply struct {
+	Error string `json:"error"`
+}
+
+func runCluster(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("supervisor run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists)")
+	instances := fs.String("instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
+	listen := fs.String("listen", "", "HOST:PORT to serve; overrides the config")
+	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg cluster.Config
+	path := *configPath
+	if path == "" {
+		if _, err := os.Stat(defaultConfig); err == nil {
+			path = defaultConfig
+		}
+	}
+	if path != "" {
+		c, err := cluster.LoadConfig(path)
+		if err != nil {
+			return err
+		}
+		cfg = c
+	}
+	if *instances != "" {
+		n, err := cluster.ParseInstances(*instances)
+		if err != nil {
+			return err
+		}
+		cfg.Instances = n
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if fs.NArg() > 0 {
+		cfg.Command = fs.Args()
+	}
+	if len(cfg.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the worker beside this program: %w", err)
+		}
+		cfg.Command = []string{filepath.Join(filepath.Dir(exe), "worker")}
+	}
+
+	level, err := zap.ParseAtomicLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("log-level: %w", err)
+	}
+	// JSON lines on stderr, like the worker's, so one collector reads both; no sampling,
+	// since every worker line matters.
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	sink := zapcore.AddSync(stderr)
+	var lf *logFile
+	if *logPath != "" {
+		if lf, err = openLogFile(*logPath); err != nil {
+			return err
+		}
+		defer lf.Close()
+		sink = lf
+	}
+	log := zap.New(zapcore.NewCore(enc, sink, level))
+	defer log.Sync()
+
+	// The lock comes before any bind: a second supervisor must not join the port group.
+	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	lock, err := cluster.AcquireLock(*socket + ".lock")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
+	sup, err := cluster.New(cfg, cluster.Options{Logger: log, Environ: os.Environ()})
+	if err != nil {
+		return err
+	}
+	ctl, err := listenControl(*socket)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(*socket)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := sup.Start(ctx); err != nil {
+		ctl.Close()
+		return err
+	}
+
+	stopReq := make(chan struct{}, 1)
+	srv := &http.Server{Handler: controlHandler(sup, log, stopReq), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ctl)
+	defer srv.Close()
+	log.Info("control socket", zap.String("path", *socket))
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+
+	done := ctx.Done() // set to nil once seen, so a cancelled ctx asks for one stop, not many
+	stopped := make(chan error, 1)
+	stopping := false
+	startStop := func(why string) {
+		if stopping {
+			log.Warn("second stop request: killing the workers now", zap.String("reason", why))
+			go sup.Kill()
+			return
+		}
+		stopping = true
+		log.Info("stopping gracefully", zap.String("reason", why))
+		go func() { stopped <- sup.Stop(context.Background()) }()
+	}
+	for {
+		select {
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGHUP:
+				go func() {
+					if err := sup.Reload(ctx); err != nil {
+						log.Error("reload on SIGHUP", zap.Error(err))
+					}
+				}()
+			case syscall.SIGTTIN, syscall.SIGTTOU:
+				d := 1
+				if s == syscall.SIGTTOU {
+					d = -1
+				}
+				go func() {
+					if err := sup.Scale(ctx, d, true); err != nil {
+						log.Error("scale on signal", zap.String("signal", s.String()), zap.Error(err))
+					}
+				}()
+			case syscall.SIGUSR1:
+				if lf == nil {
+					log.Info("USR1: no log file to reopen (logs go to stderr)")
+				} else if err := lf.Reopen(); err != nil {
+					fmt.Fprintln(stderr, "supervisor: USR1:", err) // the log itself may be what failed
+				} else {
+					log.Info("USR1: log file reopened", zap.String("path", lf.path))
+				}
+			default:
+				startStop("signal " + s.String())
+			}
+		case <-stopReq:
+			startStop("stop command")
+		case <-done:
+			done = nil
+			startStop("context done")
+		case err := <-stopped:
+			return err
+		}
+	}
+}
+
+// listenControl creates the control socket, mode 0600, replacing a stale one (we hold the
+// lock, so no live supervisor owns it).
+func listenControl(path string) (net.Listener, error) {
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("restrict control socket: %w", err)
+	}
+	return ln, nil
+}
+
+// controlHandler serves GET /status, POST /reload, POST /scale?n=N|+N|-N and POST /stop.
+func controlHandler(sup *cluster.Supervisor, log *zap.Logger, stop chan<- struct{}) http.Handler {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(v)
+	}
+	fail := func(w http.ResponseWriter, code int, err error) { reply(w, code, errorReply{err.Error()}) }
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		rows := sup.Status()
+		if rows == nil {
+			rows = []cluster.WorkerStatus{}
+		}
+		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Workers: rows})
+	})
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		if err := sup.Reload(r.Context()); err != nil {
+			fail(w, http.StatusConflict, err)
+			return
+		}
+		reply(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /scale", func(w http.ResponseWriter, r *http.Request) {
+		n, rel, err := cluster.ParseScale(r.URL.Query().Get("n"))
+		if err != nil {
+			fail(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := sup.Scale(r.Context(), n, rel); err != nil {
+			code := http.StatusConflict
+			if errors.Is(err, cluster.ErrStopped) {
+				code = http.StatusServiceUnavailable
+			}
+			fail(w, code, err)
+			return
+		}
+		reply(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case stop <- struct{}{}:
+		default:
+		}
+		reply(w, http.StatusAccepted, map[string]bool{"ok": true})
+	})
+	return mux
+}

@@ -1,0 +1,331 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the cluster's configuration. Field names follow PM2's ecosystem file, so a PM2
+// user recognises them; the zero value of every field means its default.
+type Config struct {
+	// Instances is the number of worker slots: InstancesMax (0, "max") for one per CPU the
+	// process may use (runtime.GOMAXPROCS(0), which follows the cgroup limit, unlike PM2's
+	// host CPU count), -1 for all but one, or N. Default max.
+	Instances Instances `yaml:"instances"`
+	// Listen is the HOST:PORT every slot's socket binds. Port 0 picks a free port once and
+	// all slots share it. Default 127.0.0.1:3000.
+	Listen string `yaml:"listen"`
+	// Command is the worker program and its arguments. Empty: the caller decides (the
+	// supervisor command runs the worker binary beside itself).
+	Command []string `yaml:"command"`
+	// Env is added to the environment every worker gets (after the supervisor's own).
+	Env map[string]string `yaml:"env"`
+	// SelfBind makes each worker bind Listen itself (HOST and PORT in its environment, ipc
+	// at fd 3) instead of inheriting a socket, for programs that cannot take one. It costs
+	// what the inherited sockets exist to avoid: a worker's accept queue is reset whenever
+	// it exits (crash, reload, scale-down, memory restart), unless tcp_migrate_req moves it.
+	// Needs a fixed port. Default false.
+	SelfBind bool `yaml:"self_bind"`
+	// WorkerGOMAXPROCS is the GOMAXPROCS each worker gets. Default 1: one process per core.
+	WorkerGOMAXPROCS int `yaml:"worker_gomaxprocs"`
+	// KillTimeout is how long a draining worker may take before SIGKILL. Default 1.6 s.
+	KillTimeout Duration `yaml:"kill_timeout"`
+	// ListenTimeout bounds the wait for a new worker's ready message. Default 10 s, not
+	// PM2's 3 s: a reload aborted for a slow start needs an operator, while waiting longer
+	// costs nothing since the old worker keeps serving meanwhile.
+	ListenTimeout Duration `yaml:"listen_timeout"`
+	// RestartDelay is a fixed delay before restarting a crashed worker, used when
+	// ExpBackoffRestartDelay is not set. Default 0.
+	RestartDelay Duration `yaml:"restart_delay"`
+	// ExpBackoffRestartDelay is the first delay of the exponential restart backoff (×1.5 per
+	// consecutive crash, capped at 15 s, reset once a worker stayed up 30 s). Default 100 ms
+	// when RestartDelay is not set either.
+	ExpBackoffRestartDelay Duration `yaml:"exp_backoff_restart_delay"`
+	// MinUptime: a worker that exits sooner counts as an unstable start. Default 1 s.
+	MinUptime Duration `yaml:"min_uptime"`
+	// MaxRestarts: more consecutive unstable starts than this and the slot is errored (no
+	// more restarts). Default 16.
+	MaxRestarts int `yaml:"max_restarts"`
+	// MaxMemoryRestart: a worker whose RSS exceeds it is reloaded gracefully. Default 0, off.
+	MaxMemoryRestart ByteSize `yaml:"max_memory_restart"`
+	// HeartbeatTimeout: a worker that answers no stats request for this long (stopped,
+	// deadlocked) is killed and restarted. Default 5 s.
+	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
+	// StatsInterval is how often workers are asked for counters and /proc is sampled.
+	// Default 1 s.
+	StatsInterval Duration `yaml:"stats_interval"`
+}
+
+// Defaults.
+const (
+	DefaultListen           = "127.0.0.1:3000"
+	DefaultKillTimeout      = 1600 * time.Millisecond
+	DefaultListenTimeout    = 10 * time.Second
+	DefaultExpBackoff       = 100 * time.Millisecond
+	DefaultMinUptime        = time.Second
+	DefaultMaxRestarts      = 16
+	DefaultHeartbeatTimeout = 5 * time.Second
+	DefaultStatsInterval    = time.Second
+	// MaxBackoff caps the exponential restart delay (as PM2 does).
+	MaxBackoff = 15 * time.Second
+	// BackoffReset: a worker up this long resets its slot's backoff.
+	BackoffReset = 30 * time.Second
+	// MaxInstances bounds Instances; more processes than this on one host is a typo.
+	MaxInstances = 1024
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.WorkerGOMAXPROCS == 0 {
+		c.WorkerGOMAXPROCS = 1
+	}
+	if c.KillTimeout == 0 {
+		c.KillTimeout = Duration(DefaultKillTimeout)
+	}
+	if c.ListenTimeout == 0 {
+		c.ListenTimeout = Duration(DefaultListenTimeout)
+	}
+	if c.RestartDelay == 0 && c.ExpBackoffRestartDelay == 0 {
+		c.ExpBackoffRestartDelay = Duration(DefaultExpBackoff)
+	}
+	if c.MinUptime == 0 {
+		c.MinUptime = Duration(DefaultMinUptime)
+	}
+	if c.MaxRestarts == 0 {
+		c.MaxRestarts = DefaultMaxRestarts
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = Duration(DefaultHeartbeatTimeout)
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = Duration(DefaultStatsInterval)
+	}
+	return c
+}
+
+// Validate reports the first field out of range, naming the field (as spelled in the
+// YAML file) and the allowed values.
+func (c Config) Validate() error {
+	if c.Instances < -1 || c.Instances > MaxInstances {
+		return fmt.Errorf("instances: %d is out of range: want max, -1 or 1 to %d", int(c.Instances), MaxInstances)
+	}
+	if c.Listen != "" {
+		host, port, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("listen: %q is not HOST:PORT: %w", c.Listen, err)
+		}
+		_ = host
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("listen: port %q is out of range: want 0 to 65535", port)
+		}
+	}
+	if c.SelfBind {
+		l := c.Listen
+		if l == "" {
+			l = DefaultListen
+		}
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "0" {
+			return fmt.Errorf("self_bind: needs a fixed port in listen (got %q): each worker binds it on its own", c.Listen)
+		}
+	}
+	for i, a := range c.Command {
+		if i == 0 && a == "" {
+			return errors.New("command: the program name is empty")
+		}
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("env: %q is not a variable name", k)
+		}
+	}
+	if c.WorkerGOMAXPROCS < 0 || c.WorkerGOMAXPROCS > MaxInstances {
+		return fmt.Errorf("worker_gomaxprocs: %d is out of range: want 1 to %d", c.WorkerGOMAXPROCS, MaxInstances)
+	}
+	durs := []struct {
+		name     string
+		v        Duration
+		min, max time.Duration
+	}{
+		{"kill_timeout", c.KillTimeout, 0, 10 * time.Minute},
+		{"listen_timeout", c.ListenTimeout, 0, 10 * time.Minute},
+		{"restart_delay", c.RestartDelay, 0, 10 * time.Minute},
+		{"exp_backoff_restart_delay", c.ExpBackoffRestartDelay, 0, MaxBackoff},
+		{"min_uptime", c.MinUptime, 0, time.Hour},
+		{"heartbeat_timeout", c.HeartbeatTimeout, 0, 10 * time.Minute},
+		{"stats_interval", c.StatsInterval, 0, time.Minute},
+	}
+	for _, d := range durs {
+		if time.Duration(d.v) < d.min || time.Duration(d.v) > d.max {
+			return fmt.Errorf("%s: %v is out of range: want 0 (default) to %v", d.name, time.Duration(d.v), d.max)
+		}
+	}
+	if d := c.WithDefaults(); d.HeartbeatTimeout < 2*d.StatsInterval {
+		// One late answer must not cost a worker its life.
+		return fmt.Errorf("heartbeat_timeout: %v is out of range: want at least twice stats_interval (%v)",
+			d.HeartbeatTimeout.D(), d.StatsInterval.D())
+	}
+	if c.MaxRestarts < 0 || c.MaxRestarts > 1_000_000 {
+		return fmt.Errorf("max_restarts: %d is out of range: want 0 (default 16) to 1000000", c.MaxRestarts)
+	}
+	if c.MaxMemoryRestart != 0 && (c.MaxMemoryRestart < 1<<20 || c.MaxMemoryRestart > 1<<40) {
+		return fmt.Errorf("max_memory_restart: %d bytes is out of range: want 0 (off) or 1M to 1T", int64(c.MaxMemoryRestart))
+	}
+	return nil
+}
+
+// LoadConfig reads and validates a YAML configuration file. Unknown fields are refused, so
+// a misspelt option is not silently ignored.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	c, err := ParseConfig(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes and validates YAML configuration. An empty document is the zero
+// Config (all defaults).
+func ParseConfig(r io.Reader) (Config, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("decode config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Instances is a worker count as PM2 spells it: "max" (or 0), -1 for all CPUs but one, or N.
+type Instances int
+
+// InstancesMax means one worker per usable CPU.
+const InstancesMax Instances = 0
+
+// ParseInstances parses "max", "-1" or a positive count.
+func ParseInstances(s string) (Instances, error) {
+	if s == "max" {
+		return InstancesMax, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < -1 || n > MaxInstances {
+		return 0, fmt.Errorf("instances: %q is out of range: want max, -1 or 1 to %d", s, MaxInstances)
+	}
+	return Instances(n), nil
+}
+
+// Count resolves the value against the CPUs this process may use.
+func (n Instances) Count() int {
+	procs := runtime.GOMAXPROCS(0)
+	switch {
+	case n == InstancesMax:
+		return procs
+	case n == -1:
+		return max(1, procs-1)
+	}
+	return int(n)
+}
+
+// UnmarshalYAML accepts "max" or an integer.
+func (n *Instances) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("instances: want max, -1 or a number (line %d)", v.Line)
+	}
+	p, err := ParseInstances(v.Value)
+	if err != nil {
+		return err
+	}
+	*n = p
+	return nil
+}
+
+// Duration is a time.Duration written as a Go duration ("1.6s", "500ms") or, as in PM2,
+// an integer number of milliseconds.
+type Duration time.Duration
+
+// UnmarshalYAML accepts "1.6s" or 1600 (milliseconds).
+func (d *Duration) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 1.6s or milliseconds", v.Line)
+	}
+	if ms, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+		if ms < 0 || ms > int64(24*time.Hour/time.Millisecond) {
+			return fmt.Errorf("line %d: %d ms is out of range", v.Line, ms)
+		}
+		*d = Duration(time.Duration(ms) * time.Millisecond)
+		return nil
+	}
+	p, err := time.ParseDuration(v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 1.6s or milliseconds", v.Line, v.Value)
+	}
+	if p < 0 {
+		return fmt.Errorf("line %d: %v is negative", v.Line, p)
+	}
+	*d = Duration(p)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// ByteSize is a size in bytes written as PM2 does: 300M, 1G, 512K or plain bytes.
+type ByteSize int64
+
+// ParseByteSize parses a byte count with an optional K, M or G suffix (powers of 1024).
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K', 'k':
+			mult, t = 1<<10, t[:n-1]
+		case 'M', 'm':
+			mult, t = 1<<20, t[:n-1]
+		case 'G', 'g':
+			mult, t = 1<<30, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<42)/mult {
+		return 0, fmt.Errorf("%q is not a size such as 300M, 1G or a byte count", s)
+	}
+	return ByteSize(v * mult), nil
+}
+
+// UnmarshalYAML accepts 300M, 1G, 512K or a byte count.
+func (b *ByteSize) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a size such as 300M", v.Line)
+	}
+	p, err := ParseByteSize(v.Value)
+	if err != nil {
+		return fmt.Errorf("max_memory_restart: %w", err)
+	}
+	*b = p
+	return nil
+}

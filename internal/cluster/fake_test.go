@@ -1,0 +1,355 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-reuseport"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/onehost/onehost/internal/ipc"
+)
+
+// The test binary plays the worker (and, for the kill -9 test, the supervisor) when this
+// variable names the role.
+const roleEnv = "CLUSTER_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "worker":
+		fakeWorker()
+		os.Exit(0)
+	case "supervisor":
+		fakeSupervisor()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeWorker is a tiny worker: net/http on fd 3, ipc on fd 4. Its behaviour comes from
+// FAKE_MODE (or the file FAKE_MODE_FILE names, read at start): "ok", "notready" (never
+// says ready), "crash:MS" (exits 3 after MS ms), "alloc:MB" (holds MB of touched memory).
+func fakeWorker() {
+	mode := os.Getenv("FAKE_MODE")
+	if p := os.Getenv("FAKE_MODE_FILE"); p != "" {
+		b, _ := os.ReadFile(p)
+		mode = strings.TrimSpace(string(b))
+	}
+	var ln net.Listener
+	var err error
+	if os.Getenv(ipc.EnvListenFDs) == "1" {
+		ln, err = net.FileListener(os.NewFile(uintptr(ipc.ListenFD), "listener"))
+	} else { // self_bind mode
+		ln, err = reuseport.Listen("tcp", net.JoinHostPort(os.Getenv("HOST"), os.Getenv("PORT")))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake worker:", err)
+		os.Exit(2)
+	}
+	ipcFD, _ := strconv.Atoi(os.Getenv(ipc.EnvFD))
+	conn, err := ipc.FromFile(os.NewFile(uintptr(ipcFD), "ipc"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake worker:", err)
+		os.Exit(2)
+	}
+	var reqs atomic.Uint64
+	var conns atomic.Int64
+	slot := os.Getenv(ipc.EnvWorkerID)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reqs.Add(1)
+			fmt.Fprintf(w, "slot %s pid %d\n", slot, os.Getpid())
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				conns.Add(-1)
+			}
+		},
+	}
+	go srv.Serve(ln)
+	var ballast []byte
+	switch {
+	case strings.HasPrefix(mode, "crash:"):
+		ms, _ := strconv.Atoi(strings.TrimPrefix(mode, "crash:"))
+		if ms == 0 {
+			os.Exit(3)
+		}
+		time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { os.Exit(3) })
+	case strings.HasPrefix(mode, "alloc:"):
+		mb, _ := strconv.Atoi(strings.TrimPrefix(mode, "alloc:"))
+		ballast = make([]byte, mb<<20)
+		for i := 0; i < len(ballast); i += 4096 {
+			ballast[i] = 1
+		}
+	}
+	fmt.Fprintln(os.Stderr, "fake worker up, mode", mode)
+	if mode != "notready" {
+		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
+	}
+	conn.Serve(context.Background(), func() ipc.Msg {
+		return ipc.Msg{PID: os.Getpid(), Requests: reqs.Load(), Connections: conns.Load()}
+	})
+	// Drain as the real worker does, not with http.Server.Shutdown: Shutdown drops a
+	// request it reads after it began (no response at all), which a client sees as EOF.
+	// Here: stop accepting, answer what comes on open connections with Connection: close,
+	// exit when none is left.
+	srv.SetKeepAlivesEnabled(false)
+	ln.Close()
+	time.Sleep(50 * time.Millisecond) // a connection Accept returned as we closed gets counted
+	for deadline := time.Now().Add(5 * time.Second); conns.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = ballast
+}
+
+// fakeSupervisor runs a two-slot cluster of fake workers and prints "ADDR PID PID", then
+// waits to be killed.
+func fakeSupervisor() {
+	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}},
+		Options{Environ: workerEnv()})
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	if err := s.Start(context.Background()); err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.WaitOnline(ctx); err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	line := s.Addr()
+	for _, r := range s.Status() {
+		line += " " + strconv.Itoa(r.PID)
+	}
+	fmt.Println(line)
+	select {}
+}
+
+// workerEnv is the environment of fake workers. A race-enabled binary sleeps a second at
+// exit (GORACE atexit_sleep_ms), which would hide how fast workers really stop.
+func workerEnv() []string { return []string{roleEnv + "=worker", "GORACE=atexit_sleep_ms=0"} }
+
+// syncBuffer collects logs; a test prints them only when it fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) Sync() error { return nil }
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// testLogger returns a logger whose output the test prints if it fails.
+func testLogger(t *testing.T) (*zap.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	log := zap.New(zapcore.NewCore(enc, buf, zap.DebugLevel))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", buf)
+		}
+	})
+	return log, buf
+}
+
+// startCluster starts a supervisor of fake workers with cfg (Command and Listen filled
+// in), waits until every worker is online, and stops it when the test ends.
+func startCluster(t *testing.T, cfg Config, env ...string) *Supervisor {
+	t.Helper()
+	cfg.Command = []string{os.Args[0]}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	log, _ := testLogger(t)
+	s, err := New(cfg, Options{Logger: log, Environ: append(workerEnv(), env...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := s.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		cancel()
+	})
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	if err := s.WaitOnline(wctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond every 20 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// get does one request on a fresh connection and returns the body.
+func get(t *testing.T, addr string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+	req.Close = true
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// load runs clients against addr until stop: half on keep-alive connections, half on a
+// fresh connection per request. It counts successes and failures.
+type load struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	firstErr   error
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoad(addr string, clients int) *load {
+	l := &load{stop: make(chan struct{})}
+	for i := range clients {
+		tr := &http.Transport{DisableKeepAlives: i%2 == 1, MaxIdleConnsPerHost: 1}
+		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer tr.CloseIdleConnections()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				resp, err := c.Get("http://" + addr + "/")
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					l.failed.Add(1)
+					l.mu.Lock()
+					if l.firstErr == nil {
+						l.firstErr = fmt.Errorf("client %d (keep-alive %v) at %s: %w", i, i%2 == 0, time.Now().Format("15:04:05.000"), err)
+					}
+					l.mu.Unlock()
+					continue
+				}
+				l.ok.Add(1)
+			}
+		}()
+	}
+	return l
+}
+
+// finish stops the clients and fails the test on any failed request.
+func (l *load) finish(t *testing.T) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("load: %d requests ok, %d failed", l.ok.Load(), l.failed.Load())
+	if l.failed.Load() > 0 {
+		t.Errorf("%d of %d requests failed, first: %v", l.failed.Load(), l.failed.Load()+l.ok.Load(), l.firstErr)
+	}
+	if l.ok.Load() == 0 {
+		t.Error("no request succeeded")
+	}
+}
+
+func pids(s *Supervisor) []int {
+	var out []int
+	for _, r := range s.Status() {
+		out = append(out, r.PID)
+	}
+	return out
+}
+
+// gone reports whether pid has exited (a zombie of an absent reaper counts as gone).
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && b[i+2] == 'Z'
+}
+
+// startSupervisorProcess runs fakeSupervisor in a child process and returns it with its
+// address and worker pids.
+func startSupervisorProcess(t *testing.T) (*exec.Cmd, string, []int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"=supervisor")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read supervisor's line: %v", err)
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] == "error" {
+		t.Fatalf("supervisor said %q", line)
+	}
+	var ps []int
+	for _, s := range f[1:] {
+		p, _ := strconv.Atoi(s)
+		ps = append(ps, p)
+	}
+	return cmd, f[0], ps
+}

@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/ipc"
+)
+
+// Worker states, as `status` prints them (PM2's words).
+const (
+	StateLaunching      = "launching"
+	StateOnline         = "online"
+	StateStopping       = "stopping"
+	StateErrored        = "errored"
+	StateWaitingRestart = "waiting-restart"
+)
+
+// proc is one worker process. The fields above the line are set before the process's
+// goroutines start and then only read; the rest belong to the supervisor's loop.
+type proc struct {
+	slot    int
+	pid     int
+	started time.Time
+	conn    *ipc.Conn
+	kill    func() // SIGKILL; safe from any goroutine
+	log     *zap.Logger
+
+	readyOnce sync.Once
+	ready     chan struct{} // closed when the worker said ready
+	exited    chan struct{} // closed after Wait returned
+	exitErr   error         // set before exited is closed
+
+	// loop-owned
+	state       string
+	candidate   bool // started by a reload and not yet promoted
+	readyAt     time.Time
+	lastHeard   time.Time
+	requests    uint64
+	prevReq     uint64
+	prevReqAt   time.Time
+	rps         float64
+	connections int64
+	cpuTicks    uint64
+	cpuAt       time.Time
+	cpuPercent  float64
+	rss         int64
+	drainTimer  *time.Timer
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every
+// Linux configuration Go supports.
+const clockTicks = 100
+
+// procSample reads the CPU time (in clock ticks) and resident set size of pid.
+func procSample(pid int) (ticks uint64, rss int64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read process stat: %w", err)
+	}
+	return parseStat(b)
+}
+
+// parseStat extracts utime+stime and rss (in bytes) from a /proc/PID/stat line. The
+// command name may contain spaces and parentheses, so fields are counted after the last ')'.
+func parseStat(b []byte) (ticks uint64, rss int64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("parse process stat: no command name")
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state); utime is field 14, stime 15, rss 24.
+	if len(f) < 22 {
+		return 0, 0, fmt.Errorf("parse process stat: %d fields, want at least 24", len(f)+2)
+	}
+	ut, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	st, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	pages, err3 := strconv.ParseInt(string(f[21]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, fmt.Errorf("parse process stat: bad number")
+	}
+	return ut + st, pages * int64(os.Getpagesize()), nil
+}
+
+// lineLogger re-logs a worker's output line by line with its slot and pid. Lines longer
+// than maxLogLine are cut, so a worker that never writes a newline cannot grow the
+// supervisor's memory.
+type lineLogger struct {
+	log *zap.Logger
+	buf []byte
+	cut bool
+}
+
+// copyLines feeds r to w until EOF (every holder of the pipe's write end closed it), then
+// logs a last unterminated line.
+func copyLines(r io.ReadCloser, w *lineLogger) {
+	defer r.Close()
+	io.Copy(w, r)
+	w.flush()
+}
+
+const maxLogLine = 4 << 10
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.add(p)
+			break
+		}
+		w.add(p[:i])
+		w.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (w *lineLogger) add(p []byte) {
+	room := maxLogLine - len(w.buf)
+	if len(p) > room {
+		p, w.cut = p[:room], true
+	}
+	w.buf = append(w.buf, p...)
+}
+
+func (w *lineLogger) flush() {
+	if len(w.buf) > 0 || w.cut {
+		// Check first: with the level off, a line costs no allocation.
+		if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
+			ce.Write(zap.ByteString("line", w.buf), zap.Bool("truncated", w.cut))
+		}
+	}
+	w.buf, w.cut = w.buf[:0], false
+}

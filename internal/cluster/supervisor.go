@@ -1,0 +1,799 @@
+// Package cluster is a prefork supervisor in the manner of PM2's cluster mode: it keeps N
+// worker processes, one per slot, each serving its own SO_REUSEPORT listening socket that
+// the supervisor created and keeps open, so that a restarted or reloaded worker inherits
+// the same accept queue and no queued connection is reset.
+//
+// The slot table and the restart budgets belong to one goroutine, the loop: every change is
+// a function sent to it over a channel, including the events of the workers (ready, stats,
+// exit), so there is no lock around the state. Operations that wait (Reload, Scale, Stop)
+// run in the caller's goroutine, one at a time, and ask the loop for each step.
+//
+// Workers speak internal/ipc over a socketpair at fd 4; the listening socket is fd 3.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-reuseport"
+	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/ipc"
+)
+
+// Options are the supervisor's collaborators. The zero value works.
+type Options struct {
+	// Logger receives the supervisor's logs and the workers' output. Default: none.
+	Logger *zap.Logger
+	// Environ is the base environment of every worker (e.g. os.Environ()), before
+	// Config.Env and the protocol variables. Default: empty.
+	Environ []string
+	// Dir is the workers' working directory. Default: the supervisor's.
+	Dir string
+}
+
+// WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
+type WorkerStatus struct {
+	ID          int     `json:"id"`
+	PID         int     `json:"pid"`
+	Status      string  `json:"status"`
+	UptimeS     int64   `json:"uptime_s"`
+	Restarts    int     `json:"restarts"`
+	CPUPercent  float64 `json:"cpu_percent"`
+	RSSBytes    int64   `json:"rss_bytes"`
+	Requests    uint64  `json:"requests"`
+	RPS         float64 `json:"rps"`
+	Connections int64   `json:"connections"`
+}
+
+// slot is one worker position: a stable index, its socket and its current worker.
+type slot struct {
+	id       int
+	file     *os.File // the listening socket; nil once closed
+	cur      *proc
+	state    string // when cur is nil: waiting-restart or errored
+	restarts int
+	unstable int // consecutive exits within min_uptime
+	crashes  int // consecutive crashes, for the backoff
+	timer    *time.Timer
+}
+
+// Supervisor runs a cluster. Create it with New, then Start; stop it with Stop or Kill.
+type Supervisor struct {
+	cfg  Config
+	opt  Options
+	log  *zap.Logger
+	addr string // resolved at Start
+
+	calls chan func()
+	quit  chan struct{} // closed when the loop ends
+	ops   sync.Mutex    // one Reload, Scale or Stop at a time
+	ctx   context.Context
+
+	// loop-owned
+	slots    map[int]*slot
+	procs    map[*proc]struct{} // every live process, current or not
+	stopping bool
+	count    int // the slot count workers are told
+}
+
+// New checks cfg (applying defaults) and returns a supervisor that has not started.
+func New(cfg Config, opt Options) (*Supervisor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("command: no worker program given")
+	}
+	// Fail now rather than after max_restarts failed starts.
+	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	if opt.Logger == nil {
+		opt.Logger = zap.NewNop()
+	}
+	return &Supervisor{cfg: cfg, opt: opt, log: opt.Logger, calls: make(chan func()),
+		quit: make(chan struct{}), slots: map[int]*slot{}, procs: map[*proc]struct{}{}}, nil
+}
+
+// Addr is the address the cluster serves, known after Start (the real port when the
+// configuration said 0).
+func (s *Supervisor) Addr() string { return s.addr }
+
+// Start binds one socket per slot and launches the workers; it does not wait for them to
+// be ready (see WaitOnline). When ctx ends the workers get SIGTERM, then SIGKILL after
+// kill_timeout; call Stop for a graceful end.
+func (s *Supervisor) Start(ctx context.Context) error {
+	n := s.cfg.Instances.Count()
+	s.addr = s.cfg.Listen
+	if ln, err := net.Listen("tcp", s.addr); err != nil {
+		// SO_REUSEPORT would let us join a stranger's group silently; say so.
+		s.log.Warn("another process already listens on the address; it will share the connections if it uses SO_REUSEPORT too",
+			zap.String("addr", s.addr), zap.Error(err))
+	} else {
+		ln.Close()
+	}
+	files := make([]*os.File, n)
+	for i := range n {
+		if s.cfg.SelfBind {
+			break
+		}
+		// The first socket fixes the port when the configuration asked for port 0.
+		f, addr, err := listen(s.addr)
+		if err != nil {
+			for _, f := range files[:i] {
+				f.Close()
+			}
+			return fmt.Errorf("start slot %d: %w", i, err)
+		}
+		files[i] = f
+		s.addr = addr
+	}
+	s.ctx = ctx
+	s.count = n
+	go s.loop()
+	s.call(func() {
+		for i, f := range files {
+			sl := &slot{id: i, file: f}
+			s.slots[i] = sl
+			s.launch(sl)
+		}
+	})
+	s.log.Info("cluster started", zap.String("addr", s.addr), zap.Int("instances", n),
+		zap.Strings("command", s.cfg.Command))
+	return nil
+}
+
+// listen creates one SO_REUSEPORT socket on addr and returns it with its address (the
+// real port when addr said 0).
+func listen(addr string) (*os.File, string, error) {
+	ln, err := reuseport.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	defer ln.Close() // the duplicate below keeps the socket open
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, "", fmt.Errorf("duplicate socket: %w", err)
+	}
+	return f, ln.Addr().String(), nil
+}
+
+// listen creates one more socket on the cluster's address. The address never changes
+// after Start, so it is read here without the loop's help.
+func (s *Supervisor) listen() (*os.File, error) {
+	f, _, err := listen(s.addr)
+	return f, err
+}
+
+// loop owns the state: it runs the functions sent to it and the periodic health checks.
+func (s *Supervisor) loop() {
+	tick := time.NewTicker(s.cfg.StatsInterval.D())
+	defer tick.Stop()
+	for {
+		select {
+		case f := <-s.calls:
+			if f == nil {
+				close(s.quit)
+				return
+			}
+			f()
+		case <-tick.C:
+			s.check()
+		}
+	}
+}
+
+// call runs f in the loop and waits for it. It reports false when the loop has ended.
+func (s *Supervisor) call(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case s.calls <- func() { f(); close(done) }:
+		<-done
+		return true
+	case <-s.quit:
+		return false
+	}
+}
+
+// post hands f to the loop without waiting (for events from other goroutines).
+func (s *Supervisor) post(f func()) {
+	select {
+	case s.calls <- f:
+	case <-s.quit:
+	}
+}
+
+// launch starts a worker as the slot's current one (loop only). A failure to start counts
+// as a crash.
+func (s *Supervisor) launch(sl *slot) {
+	p, err := s.spawn(sl)
+	if err != nil {
+		s.log.Error("start worker", zap.Int("slot", sl.id), zap.Error(err))
+		s.crashed(sl, 0)
+		return
+	}
+	sl.cur, sl.state = p, ""
+}
+
+// spawn starts a worker process on the slot's socket (loop only), reopening the socket if
+// the slot had closed it.
+func (s *Supervisor) spawn(sl *slot) (*proc, error) {
+	if sl.file == nil && !s.cfg.SelfBind {
+		f, err := s.listen()
+		if err != nil {
+			return nil, err
+		}
+		sl.file = f
+	}
+	sup, child, err := ipc.Pair()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close() // the worker has its copy after Start
+	cmd := exec.CommandContext(s.ctx, s.cfg.Command[0], s.cfg.Command[1:]...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = s.cfg.KillTimeout.D()
+	cmd.Dir = s.opt.Dir
+	env := slices.Clone(s.opt.Environ)
+	for k, v := range s.cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	if s.cfg.SelfBind {
+		// The worker binds HOST:PORT itself (with SO_REUSEPORT); LISTEN_FDS must not
+		// leak in from our own environment.
+		host, port, _ := net.SplitHostPort(s.addr)
+		cmd.ExtraFiles = []*os.File{child} // fd 3
+		env = append(env, ipc.EnvListenFDs+"=", ipc.EnvFD+"=3", "HOST="+host, "PORT="+port)
+	} else {
+		cmd.ExtraFiles = []*os.File{sl.file, child} // fd 3 and fd 4
+		env = append(env, ipc.EnvListenFDs+"=1", ipc.EnvFD+"=4")
+	}
+	env = append(env,
+		ipc.EnvWorkerID+"="+strconv.Itoa(sl.id), ipc.EnvWorkerCount+"="+strconv.Itoa(s.count),
+		"GOMAXPROCS="+strconv.Itoa(s.cfg.WorkerGOMAXPROCS))
+	cmd.Env = env
+	// Our own pipe rather than an io.Writer: exec's copy goroutine would make Wait wait for
+	// every holder of the pipe, and we want the pid in the log fields.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		sup.Close()
+		return nil, fmt.Errorf("create output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		sup.Close()
+		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
+	}
+	log := s.log.With(zap.Int("slot", sl.id), zap.Int("pid", cmd.Process.Pid))
+	go copyLines(pr, &lineLogger{log: log})
+	p := &proc{slot: sl.id, pid: cmd.Process.Pid, started: time.Now(), conn: sup, log: log,
+		kill:  func() { cmd.Process.Kill() },
+		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
+	s.procs[p] = struct{}{}
+	log.Info("worker started")
+	go func() { // waiter
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+		sup.Close()
+		s.post(func() { s.exited(p) })
+	}()
+	go s.read(p)
+	go s.poll(p)
+	return p, nil
+}
+
+// read forwards the worker's messages to the loop.
+func (s *Supervisor) read(p *proc) {
+	for {
+		m, err := p.conn.Recv()
+		if err != nil {
+			return
+		}
+		if m.Type == ipc.TypeReady {
+			p.readyOnce.Do(func() { close(p.ready) })
+		}
+		s.post(func() { s.message(p, m) })
+	}
+}
+
+// poll asks the worker for its counters and samples /proc every stats_interval.
+func (s *Supervisor) poll(p *proc) {
+	t := time.NewTicker(s.cfg.StatsInterval.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-p.exited:
+			return
+		case <-t.C:
+		}
+		p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
+		ticks, rss, err := procSample(p.pid)
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		s.post(func() { s.sample(p, now, ticks, rss) })
+	}
+}
+
+// message handles one ipc message (loop only).
+func (s *Supervisor) message(p *proc, m ipc.Msg) {
+	now := time.Now()
+	p.lastHeard = now
+	switch m.Type {
+	case ipc.TypeReady:
+		if p.state == StateLaunching {
+			p.state, p.readyAt = StateOnline, now
+			p.prevReqAt = now
+			p.log.Info("worker online", zap.Duration("start", now.Sub(p.started)))
+		}
+	case ipc.TypeStats:
+		if !p.prevReqAt.IsZero() && m.Requests >= p.prevReq {
+			if dt := now.Sub(p.prevReqAt).Seconds(); dt > 0 {
+				p.rps = float64(m.Requests-p.prevReq) / dt
+			}
+		}
+		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
+		p.connections = m.Connections
+	}
+}
+
+// sample records CPU and memory (loop only) and starts a memory restart when due.
+func (s *Supervisor) sample(p *proc, now time.Time, ticks uint64, rss int64) {
+	if !p.cpuAt.IsZero() && ticks >= p.cpuTicks {
+		if dt := now.Sub(p.cpuAt).Seconds(); dt > 0 {
+			p.cpuPercent = float64(ticks-p.cpuTicks) / clockTicks / dt * 100
+		}
+	}
+	p.cpuTicks, p.cpuAt, p.rss = ticks, now, rss
+	lim := int64(s.cfg.MaxMemoryRestart)
+	sl := s.slots[p.slot]
+	if lim > 0 && rss > lim && sl != nil && sl.cur == p && p.state == StateOnline && !s.stopping {
+		p.log.Warn("worker over max_memory_restart: reloading its slot", zap.Int64("rss_bytes", rss), zap.Int64("limit", lim))
+		go func() {
+			if !s.ops.TryLock() {
+				return // another operation runs; the next sample retries
+			}
+			defer s.ops.Unlock()
+			if err := s.reloadSlot(s.ctx, p.slot, p); err != nil {
+				s.log.Error("memory restart", zap.Int("slot", p.slot), zap.Error(err))
+			}
+		}()
+	}
+}
+
+// check kills workers that missed their heartbeat or their start deadline (loop only).
+func (s *Supervisor) check() {
+	now := time.Now()
+	for p := range s.procs {
+		switch {
+		case p.state == StateOnline && now.Sub(p.lastHeard) > s.cfg.HeartbeatTimeout.D():
+			p.log.Error("worker missed its heartbeat: killing it", zap.Duration("silent", now.Sub(p.lastHeard)))
+			p.state = StateStopping
+			p.kill()
+		case p.state == StateLaunching && !p.candidate && now.Sub(p.started) > s.cfg.ListenTimeout.D():
+			p.log.Error("worker not ready within listen_timeout: killing it", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
+			p.state = StateStopping
+			p.kill()
+		}
+	}
+}
+
+// exited handles the end of a process (loop only).
+func (s *Supervisor) exited(p *proc) {
+	delete(s.procs, p)
+	if p.drainTimer != nil {
+		p.drainTimer.Stop()
+	}
+	up := time.Since(p.started)
+	sl := s.slots[p.slot]
+	if sl == nil || sl.cur != p {
+		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+		return
+	}
+	sl.cur = nil
+	if s.stopping {
+		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+		return
+	}
+	p.log.Warn("worker crashed", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+	s.crashed(sl, up)
+}
+
+// crashed schedules the slot's restart with backoff, or marks it errored (loop only).
+func (s *Supervisor) crashed(sl *slot, up time.Duration) {
+	if up < s.cfg.MinUptime.D() {
+		sl.unstable++
+	} else {
+		sl.unstable = 0
+	}
+	if up >= BackoffReset {
+		sl.crashes = 0
+	}
+	sl.crashes++
+	if sl.unstable > s.cfg.MaxRestarts {
+		sl.state = StateErrored
+		// Connections hashed to a socket nobody accepts on would wait forever: close it
+		// (its queue is reset, or migrated where tcp_migrate_req is set).
+		s.closeSocket(sl)
+		s.log.Error("slot errored: too many unstable restarts; no more restarts", zap.Int("slot", sl.id),
+			zap.Int("max_restarts", s.cfg.MaxRestarts), zap.Duration("min_uptime", s.cfg.MinUptime.D()))
+		return
+	}
+	d := s.backoff(sl.crashes)
+	sl.state = StateWaitingRestart
+	sl.restarts++
+	s.log.Info("restarting worker", zap.Int("slot", sl.id), zap.Duration("delay", d), zap.Int("restarts", sl.restarts))
+	sl.timer = time.AfterFunc(d, func() {
+		s.post(func() {
+			if s.slots[sl.id] == sl && sl.cur == nil && sl.state == StateWaitingRestart && !s.stopping {
+				s.launch(sl)
+			}
+		})
+	})
+}
+
+// backoff is the delay before the n-th consecutive restart (n from 1).
+func (s *Supervisor) backoff(n int) time.Duration {
+	base := s.cfg.ExpBackoffRestartDelay.D()
+	if base == 0 {
+		return s.cfg.RestartDelay.D()
+	}
+	d := float64(base)
+	for i := 1; i < n && d < float64(MaxBackoff); i++ {
+		d *= 1.5
+	}
+	return min(time.Duration(d), MaxBackoff)
+}
+
+// drain asks p to stop gracefully and arms its SIGKILL (loop only).
+func (s *Supervisor) drain(p *proc) {
+	p.state = StateStopping
+	go p.conn.Send(ipc.Msg{Type: ipc.TypeDrain}) // never block the loop on a stopped worker
+	p.drainTimer = time.AfterFunc(s.cfg.KillTimeout.D(), func() {
+		select {
+		case <-p.exited:
+		default:
+			p.log.Warn("worker still running after kill_timeout: SIGKILL")
+			p.kill()
+		}
+	})
+}
+
+// closeSocket closes the supervisor's copy of the slot's socket (loop only).
+func (s *Supervisor) closeSocket(sl *slot) {
+	if sl.file == nil {
+		return
+	}
+	enableMigrateReq(s.log)
+	sl.file.Close()
+	sl.file = nil
+}
+
+// migrateReqPath is the sysctl that moves a closing listener's queue to another socket of
+// its SO_REUSEPORT group instead of resetting it (Linux 5.14+, per network namespace).
+const migrateReqPath = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+func enableMigrateReq(log *zap.Logger) {
+	b, err := os.ReadFile(migrateReqPath)
+	if err != nil {
+		log.Warn("tcp_migrate_req unavailable: connections queued on a closing socket are reset", zap.Error(err))
+		return
+	}
+	if strings.TrimSpace(string(b)) == "1" {
+		log.Info("tcp_migrate_req is on: the closing socket's queue moves to the other slots")
+		return
+	}
+	if err := os.WriteFile(migrateReqPath, []byte("1\n"), 0o644); err != nil {
+		log.Warn("cannot set tcp_migrate_req: connections queued on a closing socket are reset", zap.Error(err))
+		return
+	}
+	log.Info("set net.ipv4.tcp_migrate_req=1: the closing socket's queue moves to the other slots")
+}
+
+// Status returns one row per slot, in slot order.
+func (s *Supervisor) Status() []WorkerStatus {
+	var rows []WorkerStatus
+	s.call(func() {
+		now := time.Now()
+		for _, id := range s.slotIDs() {
+			sl := s.slots[id]
+			r := WorkerStatus{ID: id, Status: sl.state, Restarts: sl.restarts}
+			if p := sl.cur; p != nil {
+				r.PID, r.Status = p.pid, p.state
+				r.UptimeS = int64(now.Sub(p.started).Seconds())
+				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
+				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
+			}
+			rows = append(rows, r)
+		}
+	})
+	return rows
+}
+
+// slotIDs lists the slots in order (loop only).
+func (s *Supervisor) slotIDs() []int {
+	ids := make([]int, 0, len(s.slots))
+	for id := range s.slots {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// WaitOnline waits until every slot's worker is online, or ctx ends.
+func (s *Supervisor) WaitOnline(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		rows := s.Status()
+		ok := len(rows) > 0
+		for _, r := range rows {
+			ok = ok && r.Status == StateOnline
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for workers online: %w (status %+v)", ctx.Err(), rows)
+		case <-t.C:
+		}
+	}
+}
+
+// ErrStopped is returned by operations on a supervisor that has stopped.
+var ErrStopped = errors.New("supervisor stopped")
+
+// Reload replaces every worker, one slot at a time: a new worker on the slot's socket,
+// wait until it is ready (listen_timeout), then drain the old one (SIGKILL after
+// kill_timeout). If a new worker exits or is not ready in time, it is killed, the roll
+// stops, the remaining old workers keep serving, and Reload returns the reason. Errored
+// slots get a fresh worker too.
+func (s *Supervisor) Reload(ctx context.Context) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	var ids []int
+	if !s.call(func() { ids = s.slotIDs() }) || s.stopping {
+		return ErrStopped
+	}
+	s.log.Info("rolling reload", zap.Ints("slots", ids))
+	for i, id := range ids {
+		if err := s.reloadSlot(ctx, id, nil); err != nil {
+			s.log.Error("reload aborted: the remaining workers keep serving", zap.Int("slot", id), zap.Error(err))
+			return fmt.Errorf("reload aborted at slot %d (%d of %d slots replaced): %w", id, i, len(ids), err)
+		}
+	}
+	s.log.Info("reload done", zap.Int("slots", len(ids)))
+	return nil
+}
+
+// reloadSlot replaces the slot's worker (if only is not nil, only while it is still the
+// current one). The caller holds ops.
+func (s *Supervisor) reloadSlot(ctx context.Context, id int, only *proc) error {
+	var np *proc
+	var err error
+	s.call(func() {
+		sl := s.slots[id]
+		if sl == nil || s.stopping || (only != nil && sl.cur != only) {
+			return
+		}
+		np, err = s.spawn(sl)
+		if np != nil {
+			np.candidate = true // its start deadline is ours to enforce, gracefully
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if np == nil {
+		return nil // slot gone or already replaced
+	}
+	t := time.NewTimer(s.cfg.ListenTimeout.D())
+	defer t.Stop()
+	// A worker may accept on the shared socket before it says ready, so even a failed
+	// one is drained (SIGKILL after kill_timeout) rather than killed: what it accepted
+	// gets answered.
+	fail := func(why error) error {
+		s.call(func() { s.drain(np) })
+		<-np.exited
+		return why
+	}
+	select {
+	case <-np.ready:
+	case <-np.exited:
+		return fmt.Errorf("new worker (pid %d) exited before it was ready: %v", np.pid, np.exitErr)
+	case <-t.C:
+		return fail(fmt.Errorf("new worker (pid %d) not ready within listen_timeout %v", np.pid, s.cfg.ListenTimeout.D()))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	promoted := false
+	s.call(func() {
+		sl := s.slots[id]
+		if sl == nil || s.stopping {
+			return
+		}
+		old := sl.cur
+		if sl.timer != nil {
+			sl.timer.Stop()
+		}
+		sl.cur, sl.state, promoted = np, "", true
+		np.candidate = false
+		sl.unstable, sl.crashes = 0, 0 // a deliberate new start gets a fresh restart budget
+		sl.restarts++
+		if np.state == StateLaunching { // ready arrived but its event is still queued
+			np.state, np.readyAt, np.lastHeard, np.prevReqAt = StateOnline, time.Now(), time.Now(), time.Now()
+		}
+		if old != nil {
+			s.drain(old)
+		}
+	})
+	if !promoted {
+		return fail(ErrStopped)
+	}
+	return nil
+}
+
+// ParseScale parses `scale` arguments: N sets the count, +N and -N change it.
+func ParseScale(arg string) (n int, relative bool, err error) {
+	relative = strings.HasPrefix(arg, "+") || strings.HasPrefix(arg, "-")
+	n, err = strconv.Atoi(arg)
+	if err != nil || (!relative && n < 1) {
+		return 0, false, fmt.Errorf("scale: %q is not N (1 to %d), +N or -N", arg, MaxInstances)
+	}
+	return n, relative, nil
+}
+
+// Scale sets the number of slots to n, or changes it by n when relative. New slots get
+// the lowest free indexes and Scale waits for them to be ready; removed slots (the highest
+// indexes) are drained before their sockets close.
+func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	var cur int
+	if !s.call(func() { cur = len(s.slots) }) || s.stopping {
+		return ErrStopped
+	}
+	target := n
+	if relative {
+		target = cur + n
+	}
+	if target < 1 || target > MaxInstances {
+		return fmt.Errorf("scale: %d workers is out of range: want 1 to %d", target, MaxInstances)
+	}
+	s.log.Info("scaling", zap.Int("from", cur), zap.Int("to", target))
+	var added []*proc
+	var err error
+	for id := cur; id < target; id++ {
+		s.call(func() {
+			var f *os.File
+			if !s.cfg.SelfBind {
+				f, err = s.listen()
+				if err != nil {
+					return
+				}
+			}
+			s.count = target
+			sl := &slot{id: id, file: f}
+			s.slots[id] = sl
+			s.launch(sl)
+			if sl.cur != nil {
+				added = append(added, sl.cur)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("scale up slot %d: %w", id, err)
+		}
+	}
+	for _, p := range added {
+		select {
+		case <-p.ready:
+		case <-p.exited:
+			return fmt.Errorf("scale: new worker in slot %d (pid %d) exited before it was ready", p.slot, p.pid)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for id := cur - 1; id >= target; id-- {
+		var p *proc
+		s.call(func() {
+			sl := s.slots[id]
+			delete(s.slots, id)
+			s.count = target
+			if sl.timer != nil {
+				sl.timer.Stop()
+			}
+			// Close our copy first, so that the socket closes as soon as the worker stops
+			// accepting, and no new connection is hashed to it meanwhile.
+			s.closeSocket(sl)
+			if p = sl.cur; p != nil {
+				s.drain(p)
+			}
+		})
+		if p != nil {
+			<-p.exited // bounded by kill_timeout
+		}
+	}
+	return nil
+}
+
+// Stop drains every worker, waits for them (SIGKILL after kill_timeout), closes the
+// sockets and ends the loop.
+func (s *Supervisor) Stop(ctx context.Context) error { return s.stop(ctx, false) }
+
+// Kill ends every worker at once with SIGKILL, closes the sockets and ends the loop.
+func (s *Supervisor) Kill() error { return s.stop(context.Background(), true) }
+
+func (s *Supervisor) stop(ctx context.Context, now bool) error {
+	if now {
+		// Do not wait for a running Reload or Scale: killing its workers ends it.
+		s.call(func() {
+			s.stopping = true
+			for p := range s.procs {
+				p.kill()
+			}
+		})
+	}
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	var procs []*proc
+	if !s.call(func() {
+		s.stopping = true
+		for _, sl := range s.slots {
+			if sl.timer != nil {
+				sl.timer.Stop()
+			}
+		}
+		for p := range s.procs {
+			procs = append(procs, p)
+			if now {
+				p.kill()
+			} else if p.state != StateStopping {
+				s.drain(p)
+			}
+		}
+	}) {
+		return ErrStopped
+	}
+	var err error
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-ctx.Done():
+			p.kill()
+			<-p.exited
+			err = ctx.Err()
+		}
+	}
+	s.call(func() {
+		for _, sl := range s.slots {
+			if sl.file != nil {
+				sl.file.Close()
+				sl.file = nil
+			}
+		}
+	})
+	s.log.Info("cluster stopped")
+	s.post(nil)
+	<-s.quit
+	return err
+}
+
+// Done is closed once the supervisor has stopped.
+func (s *Supervisor) Done() <-chan struct{} { return s.quit }
