@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ func TestRealWorkerCluster(t *testing.T) {
 		t.Fatalf("build worker: %v\n%s", err, out)
 	}
 	db := seedtest.Path(t)
-	c := startRun(t, fmt.Sprintf("instances: 2\nenv: {SQLITE_PATH: %q, JWT_SECRET: twelve-dollar-challenge}\n", db), "--", bin)
+	logDir := t.TempDir()
+	c := startRun(t, fmt.Sprintf("instances: 2\nenv: {SQLITE_PATH: %q, JWT_SECRET: twelve-dollar-challenge}\n", db),
+		"-log-dir", logDir, "--", bin)
 	st, err := c.status()
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +69,21 @@ func TestRealWorkerCluster(t *testing.T) {
 	if n := l.failed.Load(); n > 0 {
 		first, _ := l.first.Load().(string)
 		t.Errorf("%d requests failed during the reload, first: %s", n, first)
+	}
+	// Each slot's own log file holds its workers' lines, both generations of them.
+	for slot := range 2 {
+		var b []byte
+		var n int
+		// The lines reach the file through the supervisor's copy of the worker's pipe.
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			b, _ = os.ReadFile(filepath.Join(logDir, fmt.Sprintf("worker-%d.log", slot)))
+			if n = strings.Count(string(b), `"msg":"serving"`); n >= 2 {
+				break
+			}
+		}
+		if n != 2 || !strings.Contains(string(b), fmt.Sprintf(`"worker":%d`, slot)) {
+			t.Errorf("worker-%d.log has %d \"serving\" lines, want 2 (before and after the reload), from slot %d:\n%s", slot, n, slot, b)
+		}
 	}
 	after, _ := c.status()
 	for i, w := range after.Workers {

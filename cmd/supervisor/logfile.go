@@ -2,8 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // logFile is the merged log file (the supervisor's lines and every worker's), reopened on
@@ -58,4 +63,54 @@ func (l *logFile) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.f.Close()
+}
+
+// workerLogs are the per-slot files of -log-dir, DIR/worker-SLOT.log, opened on a slot's
+// first worker start and kept across its restarts, so one file tells a slot's story.
+type workerLogs struct {
+	dir   string
+	log   *zap.Logger
+	mu    sync.Mutex
+	files map[int]*logFile
+}
+
+// For returns slot's file, opening it on first use. A file that cannot be opened is
+// reported once and the slot's lines go only to the merged log.
+func (w *workerLogs) For(slot int) io.Writer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.files[slot]; ok {
+		return f
+	}
+	f, err := openLogFile(filepath.Join(w.dir, "worker-"+strconv.Itoa(slot)+".log"))
+	if err != nil {
+		w.log.Error("open worker log", zap.Int("slot", slot), zap.Error(err))
+		return io.Discard
+	}
+	if w.files == nil {
+		w.files = make(map[int]*logFile)
+	}
+	w.files[slot] = f
+	return f
+}
+
+// Reopen reopens every file (USR1, after logrotate moved them).
+func (w *workerLogs) Reopen() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for slot, f := range w.files {
+		if err := f.Reopen(); err != nil {
+			w.log.Error("reopen worker log", zap.Int("slot", slot), zap.Error(err))
+		}
+	}
+	w.log.Info("USR1: worker log files reopened", zap.String("dir", w.dir), zap.Int("files", len(w.files)))
+}
+
+// Close closes every file.
+func (w *workerLogs) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.files {
+		f.Close()
+	}
 }

@@ -35,7 +35,7 @@ func main() {
 
 const usage = `usage:
   supervisor run [-config FILE] [-instances max|-1|N] [-listen HOST:PORT] [-socket PATH]
-                 [-log-file PATH] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
   supervisor status [-json] [-socket PATH]
   supervisor reload [-socket PATH]
   supervisor scale N|+N|-N [-socket PATH]

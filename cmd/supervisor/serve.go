@@ -54,6 +54,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
+	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,7 +122,17 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer lock.Release()
 
-	sup, err := cluster.New(cfg, cluster.Options{Logger: log, Environ: os.Environ()})
+	opts := cluster.Options{Logger: log, Environ: os.Environ()}
+	var wl *workerLogs
+	if *logDir != "" {
+		if err := os.MkdirAll(*logDir, 0o750); err != nil {
+			return fmt.Errorf("create log directory: %w", err)
+		}
+		wl = &workerLogs{dir: *logDir, log: log}
+		defer wl.Close()
+		opts.WorkerLog = wl.For
+	}
+	sup, err := cluster.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -182,12 +193,18 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 					}
 				}()
 			case syscall.SIGUSR1:
-				if lf == nil {
+				if lf == nil && wl == nil {
 					log.Info("USR1: no log file to reopen (logs go to stderr)")
-				} else if err := lf.Reopen(); err != nil {
-					fmt.Fprintln(stderr, "supervisor: USR1:", err) // the log itself may be what failed
-				} else {
-					log.Info("USR1: log file reopened", zap.String("path", lf.path))
+				}
+				if lf != nil {
+					if err := lf.Reopen(); err != nil {
+						fmt.Fprintln(stderr, "supervisor: USR1:", err) // the log itself may be what failed
+					} else {
+						log.Info("USR1: log file reopened", zap.String("path", lf.path))
+					}
+				}
+				if wl != nil {
+					wl.Reopen()
 				}
 			default:
 				startStop("signal " + s.String())

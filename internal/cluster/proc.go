@@ -94,6 +94,7 @@ func parseStat(b []byte) (ticks uint64, rss int64, err error) {
 // supervisor's memory.
 type lineLogger struct {
 	log *zap.Logger
+	raw io.Writer // also gets each line as is, newline-terminated; nil: none
 	buf []byte
 	cut bool
 }
@@ -136,6 +137,10 @@ func (w *lineLogger) flush() {
 		// Check first: with the level off, a line costs no allocation.
 		if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
 			ce.Write(zap.ByteString("line", w.buf), zap.Bool("truncated", w.cut))
+		}
+		if w.raw != nil {
+			w.buf = append(w.buf, '\n')
+			w.raw.Write(w.buf)
 		}
 	}
 	w.buf, w.cut = w.buf[:0], false

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -40,6 +41,10 @@ type Options struct {
 	Environ []string
 	// Dir is the workers' working directory. Default: the supervisor's.
 	Dir string
+	// WorkerLog, when set, returns where a slot's raw output lines also go (PM2's
+	// per-instance log files); it is called once per worker start. Default: nil, only the
+	// merged log.
+	WorkerLog func(slot int) io.Writer
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
@@ -280,7 +285,11 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
 	}
 	log := s.log.With(zap.Int("slot", sl.id), zap.Int("pid", cmd.Process.Pid))
-	go copyLines(pr, &lineLogger{log: log})
+	ll := &lineLogger{log: log}
+	if s.opt.WorkerLog != nil {
+		ll.raw = s.opt.WorkerLog(sl.id)
+	}
+	go copyLines(pr, ll)
 	p := &proc{slot: sl.id, pid: cmd.Process.Pid, started: time.Now(), conn: sup, log: log,
 		kill:  func() { cmd.Process.Kill() },
 		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
