@@ -73,9 +73,12 @@ bench-feed: build seed
 	bench/feed.sh
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 60s ./internal/token/
-	$(GO) test -run '^$$' -fuzz FuzzParseCreateBody -fuzztime 60s ./internal/feed/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/http1/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/http1/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateBody$$' -fuzztime 60s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime 30s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 60s ./internal/token/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
 
 clean:
 	rm -rf $(BIN) .cache
