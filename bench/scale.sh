@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/scale.sh: how the feed worker scales with cores, prefork versus one process.
 #
-# For each N in NS it runs the cluster as N worker processes, each pinned to its own core
-# with GOMAXPROCS=1 and all binding one port with SO_REUSEPORT (what the supervisor does,
-# minus the supervisor), then one worker process with GOMAXPROCS=N on the same N cores; and
+# For each N in NS and each mode in MODES it runs: `cluster`, the supervisor with N workers
+# on N cores; `prefork`, N worker processes started by hand, each pinned to its own core
+# with GOMAXPROCS=1 and binding one port with SO_REUSEPORT; `single`, one worker process
+# with GOMAXPROCS=N on the same N cores; and
 # for each route it drives wrk from the LOAD_CPUS cores and records req/s, latency, and the
 # CPU the server processes used (user+system from /proc/PID/stat) per request.
 #
@@ -21,6 +22,7 @@ WRK_THREADS=${WRK_THREADS:-4}
 LOAD_CPUS=${LOAD_CPUS:-12-15}
 CPU0=${CPU0:-0} # the servers use cores CPU0 .. CPU0+N-1
 WORKER=${WORKER:-bin/worker}
+SUPERVISOR=${SUPERVISOR:-bin/supervisor}
 WRK=${WRK:-wrk}
 PORT=${PORT:-3700}
 export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
@@ -65,7 +67,19 @@ for n in $NS; do
   for mode in $MODES; do
     cp data/seed.db "$WORK/feed.db"; rm -f "$WORK/feed.db-wal" "$WORK/feed.db-shm"
     pids=()
-    if [ "$mode" = prefork ]; then
+    if [ "$mode" = cluster ]; then
+      # The real thing: `supervisor run` with N workers on the N cores (the workers inherit
+      # the supervisor's CPU set; the kernel places them), one socket per slot.
+      SQLITE_PATH="$WORK/feed.db" LOG_LEVEL=warn \
+        start "$CPU0-$((CPU0 + n - 1))" "$SUPERVISOR" run -config configs/cluster.yaml -instances "$n" \
+        -listen "127.0.0.1:$PORT" -socket "$WORK/sup.sock" -log-level warn 2>>"$WORK/worker.log" &
+      pids+=($!)
+      for _ in $(seq 100); do
+        [ "$("$SUPERVISOR" status -json -socket "$WORK/sup.sock" 2>/dev/null | grep -o '"status":"online"' | wc -l)" -eq "$n" ] && break
+        sleep 0.1
+      done
+      pids+=($(pgrep -P "${pids[0]}"))
+    elif [ "$mode" = prefork ]; then
       for i in $(seq 0 $((n - 1))); do
         SQLITE_PATH="$WORK/feed.db" HOST=127.0.0.1 PORT=$PORT GOMAXPROCS=1 WORKER_ID=$i WORKER_COUNT=$n LOG_LEVEL=warn \
           start "$((CPU0 + i))" "$WORKER" 2>>"$WORK/worker.log" &
