@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/seedtest"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
 
 // TestRealWorkerCluster runs the real worker, two instances, under `supervisor run`:
@@ -53,22 +55,20 @@ func TestRealWorkerCluster(t *testing.T) {
 			t.Errorf("GET /posts/1 = %s, want %s", body, want)
 		}
 	}
-	l := startLoad(st.Addr, "/posts/1", 4)
+	l := clustertest.StartLoad(base+"/posts/1", 4)
 	time.Sleep(200 * time.Millisecond)
 	out, err := c.cmd("reload")
 	time.Sleep(200 * time.Millisecond)
-	close(l.stop)
-	l.wg.Wait()
+	r := l.Stop()
 	if err != nil {
 		t.Fatalf("reload: %v (%s)", err, out)
 	}
-	t.Logf("load: %d ok, %d failed", l.ok.Load(), l.failed.Load())
-	if l.ok.Load() == 0 {
+	t.Logf("load: %d ok, %d failed", r.OK, r.Failed)
+	if r.OK == 0 {
 		t.Fatal("no request succeeded")
 	}
-	if n := l.failed.Load(); n > 0 {
-		first, _ := l.first.Load().(string)
-		t.Errorf("%d requests failed during the reload, first: %s", n, first)
+	if r.Failed > 0 {
+		t.Errorf("%d requests failed during the reload, first: %v", r.Failed, r.FirstErr)
 	}
 	// Each slot's own log file holds its workers' lines, both generations of them.
 	for slot := range 2 {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/ipc"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
 
 // roleEnv makes the test binary play a worker.
@@ -172,59 +174,6 @@ func (c *runningCluster) status() (statusReply, error) {
 	return st, err
 }
 
-// load keeps requests going against addr (keep-alive and fresh connections) until stop.
-type load struct {
-	ok, failed atomic.Int64
-	first      atomic.Value
-	stop       chan struct{}
-	wg         sync.WaitGroup
-}
-
-func startLoad(addr, path string, clients int) *load {
-	l := &load{stop: make(chan struct{})}
-	for i := range clients {
-		tr := &http.Transport{DisableKeepAlives: i%2 == 1}
-		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			defer tr.CloseIdleConnections()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				resp, err := hc.Get("http://" + addr + path)
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					l.failed.Add(1)
-					l.first.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				l.ok.Add(1)
-			}
-		}()
-	}
-	return l
-}
-
-func (l *load) finish(t *testing.T) {
-	t.Helper()
-	close(l.stop)
-	l.wg.Wait()
-	t.Logf("load: %d ok, %d failed", l.ok.Load(), l.failed.Load())
-	if l.failed.Load() > 0 || l.ok.Load() == 0 {
-		t.Errorf("load: %d failed (first: %v), %d ok; want 0 failed", l.failed.Load(), l.first.Load(), l.ok.Load())
-	}
-}
-
 func TestControlCommands(t *testing.T) {
 	t.Parallel()
 	modeFile := filepath.Join(t.TempDir(), "mode")
@@ -272,9 +221,9 @@ func TestControlCommands(t *testing.T) {
 	st, _ := c.status()
 	addr := st.Addr
 	t.Run("reload under load", func(t *testing.T) {
-		l := startLoad(addr, "/", 4)
+		l := clustertest.StartLoad("http://"+addr+"/", 4)
 		out, err := c.cmd("reload")
-		l.finish(t)
+		l.Finish(t)
 		if err != nil {
 			t.Errorf("reload: %v (%s)", err, out)
 		}

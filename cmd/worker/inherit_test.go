@@ -68,7 +68,7 @@ func TestInheritedSocketAndIPC(t *testing.T) {
 	br := bufio.NewReader(c)
 	for range 3 {
 		fmt.Fprint(c, "GET /health HTTP/1.1\r\n\r\n")
-		if line, err := readStatus(br); err != nil || line != "HTTP/1.1 200 OK" {
+		if line, err := readHTTP(br); err != nil || line != "HTTP/1.1 200 OK" {
 			t.Fatalf("health over the inherited socket: %q, %v", line, err)
 		}
 	}
@@ -142,11 +142,6 @@ func TestWorkerExitsWhenSupervisorDies(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker still running 10 s after its supervisor went away")
 	}
-}
-
-func readStatus(br *bufio.Reader) (string, error) {
-	resp, err := readHTTP(br)
-	return resp, err
 }
 
 // readHTTP reads one response framed by Content-Length and returns its status line.

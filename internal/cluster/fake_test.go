@@ -243,69 +243,6 @@ func get(t *testing.T, addr string) string {
 	return string(b)
 }
 
-// load runs clients against addr until stop: half on keep-alive connections, half on a
-// fresh connection per request. It counts successes and failures.
-type load struct {
-	ok, failed atomic.Int64
-	mu         sync.Mutex
-	firstErr   error
-	stop       chan struct{}
-	wg         sync.WaitGroup
-}
-
-func startLoad(addr string, clients int) *load {
-	l := &load{stop: make(chan struct{})}
-	for i := range clients {
-		tr := &http.Transport{DisableKeepAlives: i%2 == 1, MaxIdleConnsPerHost: 1}
-		c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			defer tr.CloseIdleConnections()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				resp, err := c.Get("http://" + addr + "/")
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					l.failed.Add(1)
-					l.mu.Lock()
-					if l.firstErr == nil {
-						l.firstErr = fmt.Errorf("client %d (keep-alive %v) at %s: %w", i, i%2 == 0, time.Now().Format("15:04:05.000"), err)
-					}
-					l.mu.Unlock()
-					continue
-				}
-				l.ok.Add(1)
-			}
-		}()
-	}
-	return l
-}
-
-// finish stops the clients and fails the test on any failed request.
-func (l *load) finish(t *testing.T) {
-	t.Helper()
-	close(l.stop)
-	l.wg.Wait()
-	t.Logf("load: %d requests ok, %d failed", l.ok.Load(), l.failed.Load())
-	if l.failed.Load() > 0 {
-		t.Errorf("%d of %d requests failed, first: %v", l.failed.Load(), l.failed.Load()+l.ok.Load(), l.firstErr)
-	}
-	if l.ok.Load() == 0 {
-		t.Error("no request succeeded")
-	}
-}
-
 func pids(s *Supervisor) []int {
 	var out []int
 	for _, r := range s.Status() {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
 
 func TestStartServesOnEverySlot(t *testing.T) {
@@ -95,7 +97,7 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 	t.Parallel()
 	s := startCluster(t, Config{Instances: 2})
 	before := pids(s)
-	l := startLoad(s.Addr(), 4)
+	l := clustertest.StartLoad("http://"+s.Addr()+"/", 4)
 	time.Sleep(300 * time.Millisecond)
 	for range 2 {
 		if err := s.Reload(context.Background()); err != nil {
@@ -103,7 +105,7 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	l.finish(t)
+	l.Finish(t)
 	after := pids(s)
 	for _, p := range after {
 		if slices.Contains(before, p) {
@@ -124,9 +126,9 @@ func TestReloadAbortsWhenNewWorkerNeverReady(t *testing.T) {
 	s := startCluster(t, Config{Instances: 2, ListenTimeout: Duration(500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
 	before := pids(s)
 	os.WriteFile(modeFile, []byte("notready"), 0o600)
-	l := startLoad(s.Addr(), 2)
+	l := clustertest.StartLoad("http://"+s.Addr()+"/", 2)
 	err := s.Reload(context.Background())
-	l.finish(t)
+	l.Finish(t)
 	if err == nil || !strings.Contains(err.Error(), "listen_timeout") {
 		t.Fatalf("Reload = %v, want an error naming listen_timeout", err)
 	}
@@ -164,7 +166,7 @@ func TestReloadAbortsWhenNewWorkerCrashes(t *testing.T) {
 func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	t.Parallel()
 	s := startCluster(t, Config{Instances: 1})
-	l := startLoad(s.Addr(), 4)
+	l := clustertest.StartLoad("http://"+s.Addr()+"/", 4)
 	if err := s.Scale(context.Background(), 2, true); err != nil {
 		t.Fatalf("Scale +2: %v", err)
 	}
@@ -180,12 +182,11 @@ func TestScaleUpAndDownUnderLoad(t *testing.T) {
 	// tcp_migrate_req moves them to the other sockets; the supervisor turns it on where
 	// /proc/sys is writable. Where it is not, the loss is logged, not failed.
 	if b, _ := os.ReadFile(migrateReqPath); strings.TrimSpace(string(b)) == "1" {
-		l.finish(t)
+		l.Finish(t)
 	} else {
-		close(l.stop)
-		l.wg.Wait()
+		r := l.Stop()
 		t.Logf("tcp_migrate_req is off here: %d of %d requests lost to the closed sockets' queues (first: %v)",
-			l.failed.Load(), l.failed.Load()+l.ok.Load(), l.firstErr)
+			r.Failed, r.Failed+r.OK, r.FirstErr)
 	}
 	rows := s.Status()
 	if len(rows) != 1 || rows[0].ID != 0 {
@@ -312,16 +313,15 @@ func TestSelfBindMode(t *testing.T) {
 	}
 	// What this mode loses is measured, not asserted: each exit drops the worker's queue
 	// unless tcp_migrate_req moves it.
-	l := startLoad(addr, 4)
+	l := clustertest.StartLoad("http://"+addr+"/", 4)
 	time.Sleep(200 * time.Millisecond)
 	err = s.Reload(context.Background())
 	time.Sleep(200 * time.Millisecond)
-	close(l.stop)
-	l.wg.Wait()
+	r := l.Stop()
 	if err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	t.Logf("self_bind reload under load: %d ok, %d failed (first: %v)", l.ok.Load(), l.failed.Load(), l.firstErr)
+	t.Logf("self_bind reload under load: %d ok, %d failed (first: %v)", r.OK, r.Failed, r.FirstErr)
 }
 
 func TestReloadRevivesErroredSlot(t *testing.T) {

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -96,7 +97,7 @@ func (h *Handler) ServeHTTP1(w *http1.Response, r *http1.Request) {
 		rest := path[len("/posts/"):]
 		if n := len(rest) - len("/like"); n > 0 && string(rest[n:]) == "/like" {
 			seg := rest[:n]
-			if containsSlash(seg) {
+			if bytes.IndexByte(seg, '/') >= 0 {
 				h.fail(w, errNotFound)
 				return
 			}
@@ -107,7 +108,7 @@ func (h *Handler) ServeHTTP1(w *http1.Response, r *http1.Request) {
 			h.like(w, r, seg)
 			return
 		}
-		if containsSlash(rest) {
+		if bytes.IndexByte(rest, '/') >= 0 {
 			h.fail(w, errNotFound)
 			return
 		}
@@ -245,13 +246,4 @@ func parseID(b []byte) (int64, error) {
 		return 0, errInvalidID
 	}
 	return n, nil
-}
-
-func containsSlash(b []byte) bool {
-	for _, c := range b {
-		if c == '/' {
-			return true
-		}
-	}
-	return false
 }

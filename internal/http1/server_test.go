@@ -104,15 +104,12 @@ func readResponseTo(br *bufio.Reader, head bool) (response, error) {
 func closed(c net.Conn, br *bufio.Reader) bool {
 	c.SetReadDeadline(time.Now().Add(time.Second))
 	_, err := br.ReadByte()
-	return err != nil && !errors.Is(err, errTimeout(err))
+	return err != nil && !isNetTimeout(err)
 }
 
-func errTimeout(err error) error {
+func isNetTimeout(err error) bool {
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return err
-	}
-	return errors.New("not a timeout")
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
@@ -326,7 +323,7 @@ func TestIdleTimeoutCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := br.ReadByte(); err == nil || errTimeout(err) == err {
+	if _, err := br.ReadByte(); err == nil || isNetTimeout(err) {
 		t.Fatalf("idle connection: read %v; want EOF after the idle timeout", err)
 	}
 }

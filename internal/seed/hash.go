@@ -97,3 +97,16 @@ func hashQuery(ctx context.Context, db *sql.DB, q string, w *bufio.Writer) error
 	}
 	return nil
 }
+
+// Check reports an error unless the database at path holds exactly the challenge's seed
+// rows (ContentHash equals ExpectedHash).
+func Check(ctx context.Context, path string) error {
+	sum, err := ContentHash(ctx, path)
+	if err != nil {
+		return err
+	}
+	if sum != ExpectedHash {
+		return fmt.Errorf("check seed %s: content hash %s, want %s", path, sum, ExpectedHash)
+	}
+	return nil
+}

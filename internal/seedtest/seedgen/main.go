@@ -31,13 +31,9 @@ func run(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := seed.ContentHash(ctx, path)
-	if err != nil {
-		return err
-	}
-	if sum != seed.ExpectedHash {
+	if err := seed.Check(ctx, path); err != nil {
 		_ = os.Remove(path)
-		return fmt.Errorf("check built seed: content hash %s, want %s", sum, seed.ExpectedHash)
+		return err
 	}
 	fmt.Printf("built %s in %v (load %v), %d bytes, hash ok\n", path, st.Total, st.Load, st.Bytes)
 	return nil
