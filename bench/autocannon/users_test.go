@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseUsersArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    string
+		check   func(o usersOptions) string // a mismatch, or ""
+		wantErr string
+	}{
+		{"defaults", "-tokens t.json 127.0.0.1:3000", func(o usersOptions) string {
+			if o.url != "http://127.0.0.1:3000" || o.users != 1000 || o.ramp != time.Minute || o.hold != 5*time.Minute ||
+				o.rampDown != 30*time.Second || o.timeScale != 1 || o.procs != 0 || o.localAddrs != nil || o.search || o.json {
+				return fmt.Sprintf("%+v", o)
+			}
+			return ""
+		}, ""},
+		{"everything", "-n 30000 -ramp 20s -hold 1m -rampdown 5s -tokens t.json -time-scale 10 -procs 3 " +
+			"-local-addrs 127.0.0.2-127.0.0.9 -j -search -warmup 0 -start 100 -step 10 -confirm-hold 2m http://h:1", func(o usersOptions) string {
+			if o.users != 30000 || o.ramp != 20*time.Second || o.hold != time.Minute || o.rampDown != 5*time.Second ||
+				o.timeScale != 10 || o.procs != 3 || len(o.localAddrs) != 8 || !o.json || !o.search ||
+				o.warmup != -1 || o.start != 100 || o.step != 10 || o.confirmHold != 2*time.Minute || o.url != "http://h:1" {
+				return fmt.Sprintf("%+v", o)
+			}
+			return ""
+		}, ""},
+		{"flags after the URL", "http://h:1 -n 7 -tokens t.json", func(o usersOptions) string {
+			if o.users != 7 || o.tokens != "t.json" {
+				return fmt.Sprintf("%+v", o)
+			}
+			return ""
+		}, ""},
+		{"no URL", "-tokens t.json", nil, "one URL"},
+		{"two URLs", "-tokens t.json http://a:1 http://b:1", nil, "one URL"},
+		{"no tokens", "http://h:1", nil, "-tokens"},
+		{"no users", "-n 0 -tokens t.json http://h:1", nil, "-n 0"},
+		{"bad scale", "-time-scale 0 -tokens t.json http://h:1", nil, "-time-scale"},
+		{"bad procs", "-procs -1 -tokens t.json http://h:1", nil, "-procs"},
+		{"bad range", "-local-addrs 127.0.0.9-127.0.0.2 -tokens t.json http://h:1", nil, "-local-addrs"},
+		{"unknown flag", "-c 5 -tokens t.json http://h:1", nil, "not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseUsersArgs(strings.Fields(tc.args), io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseUsersArgs error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bad := tc.check(o); bad != "" {
+				t.Errorf("parseUsersArgs(%q) = %s", tc.args, bad)
+			}
+		})
+	}
+}
+
+func TestParseAddrRange(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{"", "[]", false},
+		{"127.0.0.2-127.0.0.4", "[127.0.0.2 127.0.0.3 127.0.0.4]", false},
+		{"127.0.0.2 - 127.0.0.2", "[127.0.0.2]", false},
+		{"127.0.0.255-127.0.1.1", "[127.0.0.255 127.0.1.0 127.0.1.1]", false},
+		{"127.0.0.2,127.0.0.7", "[127.0.0.2 127.0.0.7]", false},
+		{"127.0.0.4-127.0.0.2", "", true},
+		{"127.0.0.1-::1", "", true},
+		{"10.0.0.0-10.1.0.0", "", true},
+		{"localhost", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseAddrRange(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseAddrRange error = %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && fmt.Sprint(got) != tc.want {
+				t.Errorf("parseAddrRange = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSplitAddrs(t *testing.T) {
+	addrs, _ := parseAddrRange("127.0.0.2-127.0.0.9")
+	tests := []struct {
+		name  string
+		addrs []netip.Addr
+		k     int
+		want  string
+	}{
+		{"none", nil, 3, "[] [] []"},
+		{"even", addrs, 2, "[127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5] [127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9]"},
+		{"uneven", addrs, 3, "[127.0.0.2 127.0.0.3] [127.0.0.4 127.0.0.5 127.0.0.6] [127.0.0.7 127.0.0.8 127.0.0.9]"},
+		{"fewer addresses than children", addrs[:2], 3, "[127.0.0.2] [127.0.0.3] [127.0.0.2]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var parts []string
+			for i := range tc.k {
+				parts = append(parts, fmt.Sprint(splitAddrs(tc.addrs, i, tc.k)))
+			}
+			if got := strings.Join(parts, " "); got != tc.want {
+				t.Errorf("split = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUsersChildProcess is not a test: it is the child of a split run when the test
+// binary is re-executed with usersChildEnv set.
+func TestUsersChildProcess(t *testing.T) {
+	if os.Getenv(usersChildEnv) == "" {
+		t.Skip("the child process of TestUsersSplit")
+	}
+	if err := runUsers(context.Background(), nil, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// usersFake is a minimal feed API: a feed of posts 1..3, reads, likes and writes.
+type usersFake struct {
+	status int // every answer's status; 0: the contract's
+
+	mu      sync.Mutex
+	sources map[string]int // requests by client address
+}
+
+func (f *usersFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	f.mu.Lock()
+	if f.sources == nil {
+		f.sources = make(map[string]int)
+	}
+	f.sources[host]++
+	f.mu.Unlock()
+	status, body := http.StatusOK, `{}`
+	switch {
+	case r.URL.Path == "/feed":
+		body = `{"posts":[{"id":3,"body":"c"},{"id":2,"body":"b"},{"id":1,"body":"a"}]}`
+	case r.Method == "POST":
+		status = http.StatusCreated
+	}
+	if f.status != 0 {
+		status = f.status
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
+
+func writeTestTokens(t *testing.T, n int) string {
+	t.Helper()
+	var toks []map[string]any
+	for i := 1; i <= n; i++ {
+		toks = append(toks, map[string]any{"id": i, "username": fmt.Sprintf("user_%d", i), "token": fmt.Sprintf("tok.%d", i)})
+	}
+	b, _ := json.Marshal(toks)
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUsersSplit runs six users in two child processes (the test binary), each on its
+// own source address, and checks the merged result.
+func TestUsersSplit(t *testing.T) {
+	fake := &usersFake{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	tokens := writeTestTokens(t, 4)
+
+	var mu sync.Mutex
+	children := 0
+	var stdout, stderr bytes.Buffer
+	c := &usersCmd{
+		getenv: func(string) string { return "" },
+		stdout: &stdout,
+		stderr: &lockedWriter{w: &stderr},
+		lead:   300 * time.Millisecond,
+		command: func(ctx context.Context) (*exec.Cmd, error) {
+			mu.Lock()
+			children++
+			mu.Unlock()
+			return exec.CommandContext(ctx, os.Args[0], "-test.run=^TestUsersChildProcess$"), nil
+		},
+	}
+	args := strings.Fields("-n 6 -procs 2 -ramp 100ms -hold 1s -rampdown 100ms -time-scale 1000 -seed 7 -j " +
+		"-local-addrs 127.0.0.2-127.0.0.3 -tokens " + tokens + " " + srv.URL)
+	if err := c.run(context.Background(), args); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var out usersOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+	}
+	r := out.Result
+	if children != 2 || r.Users != 6 || r.UserEquivalents != 6000 || !r.Pass {
+		t.Errorf("children %d, users %d, user-equivalents %v, pass %v %q; want 2 children, 6 users, 6000, PASS",
+			children, r.Users, r.UserEquivalents, r.Pass, r.Reasons)
+	}
+	if got := r.Histogram().TotalCount(); r.Requests == 0 || got != r.Requests {
+		t.Errorf("requests %d, merged histogram %d values; want equal and positive", r.Requests, got)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	var served int64
+	for _, n := range fake.sources {
+		served += int64(n)
+	}
+	if served != r.Requests || fake.sources["127.0.0.2"] == 0 || fake.sources["127.0.0.3"] == 0 {
+		t.Errorf("the server saw %v (%d requests), want %d requests from 127.0.0.2 and 127.0.0.3", fake.sources, served, r.Requests)
+	}
+}
+
+// TestUsersVerdict runs in one process and checks the summary and the exit status.
+func TestUsersVerdict(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		want    []string
+		wantErr string
+	}{
+		{"pass", 0, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed"}, ""},
+		{"fail", http.StatusInternalServerError, []string{"FAIL: failures 100.00% >= 1%", "status: 500×"}, "FAIL"},
+	}
+	tokens := writeTestTokens(t, 4)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(&usersFake{status: tc.status})
+			defer srv.Close()
+			var stdout, stderr bytes.Buffer
+			args := strings.Fields("-n 4 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -tokens " + tokens + " " + srv.URL)
+			err := runUsers(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("runUsers error = %v, want %q", err, tc.wantErr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestUsersChildBadSpec(t *testing.T) {
+	getenv := func(k string) string {
+		if k == usersChildEnv {
+			return "{not json"
+		}
+		return ""
+	}
+	err := runUsers(context.Background(), nil, getenv, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), usersChildEnv) {
+		t.Errorf("runUsers error = %v, want one naming %s", err, usersChildEnv)
+	}
+}

@@ -1,0 +1,405 @@
+// Package journey is the "$12 Server Challenge" load test: virtual users who each scroll
+// the feed on their own keep-alive connection, with the challenge's think times, request
+// mix and stages, and its pass rule (p95 < 500 ms, p99 < 1 s, failures < 1 %). Search runs
+// the challenge's search for the largest number of users that passes.
+//
+// One user's iteration (the spec's load-profile.md, section 1): on the first iteration
+// only, sleep uniform(0, 5) s; GET /feed, and if it is not 200 (or holds no post) sleep
+// uniform(3, 7) s and start again; pick one of its posts uniformly and sleep uniform(3, 7)
+// s; GET /posts/:id and sleep uniform(3, 8) s; with probability 0.15 like the post, with
+// 0.02 write a post, each signed with the user's token; sleep uniform(5, 15) s; repeat.
+// User n (from 1) is signed in as user ((n-1) mod len(tokens))+1.
+//
+// Latency is measured from when a request was due — the end of the think time before
+// it — to the end of its response, so a request that waits for the generator, for a
+// reconnect or for a stalled server counts all of its wait (no coordinated omission).
+// Failed requests are recorded too (a timeout counts its full timeout).
+//
+// TimeScale X divides every think time by X, so N users offer the request rate of N×X
+// challenge users ("user-equivalents") with N connections: a way to test the request
+// rate of 20,000 users with fewer sockets, or to run the journey fast in tests. It does
+// not scale the stages.
+//
+// Non-goals: TLS, HTTP/2, pipelining, redirects (3xx answers count as successes, as in
+// the challenge, and are not followed).
+package journey
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Token is one entry of the token file that `worker seed -tokens FILE` writes.
+type Token struct {
+	ID       int64  `json:"id"`
+	Username string `json:"username"`
+	Token    string `json:"token"`
+}
+
+// ReadTokens reads a token file: a JSON array of {"id":N,"username":"…","token":"…"}.
+// The tokens come back sorted by id, so that user n's token is tokens[(n-1) % len].
+func ReadTokens(r io.Reader) ([]Token, error) {
+	var toks []Token
+	if err := json.NewDecoder(r).Decode(&toks); err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	if len(toks) == 0 {
+		return nil, errors.New("read tokens: the file holds no tokens")
+	}
+	for i, t := range toks {
+		if t.Token == "" || t.Username == "" {
+			return nil, fmt.Errorf("read tokens: entry %d (id %d) lacks a username or token", i, t.ID)
+		}
+	}
+	slices.SortFunc(toks, func(a, b Token) int { return int(a.ID - b.ID) })
+	return toks, nil
+}
+
+// LoadTokens reads the token file at path.
+func LoadTokens(path string) ([]Token, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tokens: %w", err)
+	}
+	defer f.Close()
+	return ReadTokens(f)
+}
+
+// Config is one run. URL, Users and Tokens are required; every other field's zero value
+// gives the challenge's setting or a documented default.
+type Config struct {
+	// URL is the server's base URL: http://HOST:PORT, optionally with a path prefix.
+	URL string
+	// Users is the number of virtual users this run (this process) simulates.
+	Users int
+	// FirstUser is the number of this run's first user; it runs users FirstUser ..
+	// FirstUser+Users-1. Default 1. Processes that share one run set it.
+	FirstUser int
+	// TotalUsers is the number of users of the whole run, across processes, over which
+	// the stages are scheduled. Default FirstUser-1+Users.
+	TotalUsers int
+	// Ramp is how long the users take to start, evenly spaced. Default 60s; negative: none.
+	Ramp time.Duration
+	// Hold is how long all users run. Default 5m; negative: none.
+	Hold time.Duration
+	// RampDown is how long the users take to stop, the last started first, each after its
+	// request in flight. Default 30s; negative: none.
+	RampDown time.Duration
+	// Tokens sign the users in (see ReadTokens).
+	Tokens []Token
+	// TimeScale divides every think time. Default 1 (the challenge's).
+	TimeScale float64
+	// LocalAddrs are the source addresses the users' connections are spread over (each
+	// address gives its own range of ephemeral ports). Default: the kernel's choice.
+	LocalAddrs []netip.Addr
+	// Timeout bounds one request, connect included. Default 60s (k6's).
+	Timeout time.Duration
+	// StartAt is when the ramp begins. Default: when Run is called.
+	StartAt time.Time
+	// Seed seeds the users' random choices; user n uses a generator seeded with (Seed, n).
+	// Default: from the clock.
+	Seed uint64
+	// Progress, if set, is called every ProgressEvery from a goroutine Run owns, and
+	// once more at the end.
+	Progress func(Progress)
+	// ProgressEvery is how often Progress is called. Default 10s.
+	ProgressEvery time.Duration
+}
+
+// Progress is a running count, for a live display.
+type Progress struct {
+	Elapsed  time.Duration
+	Active   int // users started and not yet stopped
+	Requests int64
+	Failures int64
+}
+
+// Defaults.
+const (
+	DefaultRamp     = 60 * time.Second
+	DefaultHold     = 5 * time.Minute
+	DefaultRampDown = 30 * time.Second
+	DefaultTimeout  = 60 * time.Second
+)
+
+// withDefaults fills the defaults and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	dur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		} else if *d < 0 {
+			*d = 0
+		}
+	}
+	dur(&c.Ramp, DefaultRamp)
+	dur(&c.Hold, DefaultHold)
+	dur(&c.RampDown, DefaultRampDown)
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = 1
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 10 * time.Second
+	}
+	if c.FirstUser == 0 {
+		c.FirstUser = 1
+	}
+	if c.TotalUsers == 0 {
+		c.TotalUsers = c.FirstUser - 1 + c.Users
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	switch {
+	case c.Users <= 0:
+		return c, fmt.Errorf("journey config: Users is %d: give at least 1", c.Users)
+	case c.FirstUser < 1 || c.FirstUser-1+c.Users > c.TotalUsers:
+		return c, fmt.Errorf("journey config: users %d..%d do not fit in TotalUsers %d",
+			c.FirstUser, c.FirstUser-1+c.Users, c.TotalUsers)
+	case len(c.Tokens) == 0:
+		return c, errors.New("journey config: no Tokens: load a token file (worker seed -tokens FILE)")
+	case c.TimeScale < 0:
+		return c, fmt.Errorf("journey config: TimeScale %v: give a positive factor", c.TimeScale)
+	}
+	return c, nil
+}
+
+// target is where requests go, from Config.URL.
+type target struct {
+	addr   string // host:port to dial
+	host   string // Host header
+	prefix string // path prefix without the trailing slash
+}
+
+func parseTarget(raw string) (target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return target{}, fmt.Errorf("journey config: URL: %w", err)
+	}
+	if u.Scheme != "http" || u.Host == "" {
+		return target{}, fmt.Errorf("journey config: URL %q: want http://HOST:PORT (plain HTTP only)", raw)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return target{addr: addr, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/")}, nil
+}
+
+// Stage indices.
+const (
+	stageRamp = iota
+	stageHold
+	stageRampDown
+	numStages
+)
+
+var stageNames = [numStages]string{"ramp-up", "hold", "ramp-down"}
+
+// shard is one lock's worth of recording: users record into shard (user mod shards), so
+// that thousands of users share a few histograms without one contended lock.
+type shard struct {
+	mu          sync.Mutex
+	hist        [numStages]*hdrhistogram.Histogram
+	stageReqs   [numStages]int64
+	stageFails  [numStages]int64
+	routes      [len(routes)]RouteCounts
+	status      map[int]int64
+	errors      map[string]int64
+	iterations  int64
+	feedRetries int64
+}
+
+// runner is one Run's shared state.
+type runner struct {
+	cfg    Config
+	tgt    target
+	start  time.Time
+	shards []*shard
+
+	active   atomic.Int64
+	requests atomic.Int64
+	failures atomic.Int64
+
+	readers sync.Pool // *bufio.Reader, held only while a response is read
+	bodies  sync.Pool // *bytes.Buffer, held only while a feed is read
+}
+
+// Run runs the journey: Users users through the ramp, hold and ramp-down, and returns
+// the result. If ctx ends first, users stop at once and Run returns what was recorded
+// with ctx's error.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	tgt, err := parseTarget(cfg.URL)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &runner{cfg: cfg, tgt: tgt, start: cfg.StartAt}
+	if r.start.IsZero() {
+		r.start = time.Now()
+	}
+	r.readers.New = func() any { return bufio.NewReaderSize(nil, 8<<10) }
+	r.bodies.New = func() any { return new(bytes.Buffer) }
+	r.shards = make([]*shard, min(max(2*runtime.GOMAXPROCS(0), 1), 16))
+	for i := range r.shards {
+		s := &shard{status: make(map[int]int64), errors: make(map[string]int64)}
+		for j := range s.hist {
+			s.hist[j] = newHistogram()
+		}
+		r.shards[i] = s
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range cfg.Users {
+		u := r.newUser(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u.run(ctx)
+		}()
+	}
+	progressDone := make(chan struct{})
+	stopProgress := make(chan struct{})
+	go func() { // owned by Run: stopped by stopProgress once every user has returned
+		defer close(progressDone)
+		if cfg.Progress == nil {
+			return
+		}
+		t := time.NewTicker(cfg.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				cfg.Progress(r.progress())
+				return
+			case <-t.C:
+				cfg.Progress(r.progress())
+			}
+		}
+	}()
+	wg.Wait()
+	close(stopProgress)
+	<-progressDone
+
+	res := r.result(time.Since(r.start))
+	return res, ctx.Err()
+}
+
+func (r *runner) progress() Progress {
+	return Progress{
+		Elapsed:  time.Since(r.start),
+		Active:   int(r.active.Load()),
+		Requests: r.requests.Load(),
+		Failures: r.failures.Load(),
+	}
+}
+
+// result adds up the shards.
+func (r *runner) result(elapsed time.Duration) Result {
+	res := Result{
+		URL:       r.cfg.URL,
+		Users:     r.cfg.Users,
+		TimeScale: r.cfg.TimeScale,
+		Elapsed:   elapsed,
+		Routes:    make(map[string]RouteCounts),
+		Status:    make(map[int]int64),
+		Errors:    make(map[string]int64),
+	}
+	durations := [numStages]time.Duration{r.cfg.Ramp, r.cfg.Hold, r.cfg.RampDown}
+	for i := range numStages {
+		res.Stages = append(res.Stages, Stage{Name: stageNames[i], Duration: durations[i], Hist: Histogram{newHistogram()}})
+	}
+	for _, s := range r.shards {
+		s.mu.Lock()
+		for i := range numStages {
+			st := &res.Stages[i]
+			st.Requests += s.stageReqs[i]
+			st.Failures += s.stageFails[i]
+			st.Hist.Merge(s.hist[i])
+			res.Requests += s.stageReqs[i]
+			res.Failures += s.stageFails[i]
+		}
+		for i, name := range routes {
+			c := res.Routes[name]
+			c.Requests += s.routes[i].Requests
+			c.Failures += s.routes[i].Failures
+			res.Routes[name] = c
+		}
+		for k, v := range s.status {
+			res.Status[k] += v
+		}
+		for k, v := range s.errors {
+			res.Errors[k] += v
+		}
+		res.Iterations += s.iterations
+		res.FeedRetries += s.feedRetries
+		s.mu.Unlock()
+	}
+	if len(res.Errors) == 0 {
+		res.Errors = nil
+	}
+	res.finish()
+	return res
+}
+
+// stageOf is the stage a request due at t belongs to.
+func (r *runner) stageOf(t time.Time) int {
+	off := t.Sub(r.start)
+	switch {
+	case off < r.cfg.Ramp:
+		return stageRamp
+	case off < r.cfg.Ramp+r.cfg.Hold:
+		return stageHold
+	default:
+		return stageRampDown
+	}
+}
+
+// record counts one request due at due that ended at end.
+func (r *runner) record(sh *shard, route int, due, end time.Time, status int, errKind string) {
+	lat := max(end.Sub(due), 0) / time.Microsecond
+	failed := errKind != "" || status < 200 || status > 399
+	stage := r.stageOf(due)
+	sh.mu.Lock()
+	sh.hist[stage].RecordValue(min(max(int64(lat), histLowest), histHighest))
+	sh.stageReqs[stage]++
+	sh.routes[route].Requests++
+	if failed {
+		sh.stageFails[stage]++
+		sh.routes[route].Failures++
+	}
+	if errKind != "" {
+		sh.errors[errKind]++
+	} else {
+		sh.status[status]++
+	}
+	sh.mu.Unlock()
+	r.requests.Add(1)
+	if failed {
+		r.failures.Add(1)
+	}
+}

@@ -1,0 +1,242 @@
+package journey
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// The challenge's pass thresholds.
+const (
+	MaxP95         = 500 * time.Millisecond
+	MaxP99         = time.Second
+	MaxFailureRate = 0.01
+)
+
+// Histogram range: latencies from 1 µs to 1 hour, three significant digits (the
+// precision wrk2 uses). Longer latencies are recorded as 1 hour.
+const (
+	histLowest  = 1
+	histHighest = int64(time.Hour / time.Microsecond)
+	histDigits  = 3
+)
+
+func newHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(histLowest, histHighest, histDigits)
+}
+
+// Histogram is a latency histogram in microseconds. It encodes to JSON as the compressed
+// HdrHistogram V2 form (a base64 string), so results written by several processes merge
+// exactly.
+type Histogram struct{ *hdrhistogram.Histogram }
+
+// MarshalJSON encodes h as its V2 compressed base64 form.
+func (h Histogram) MarshalJSON() ([]byte, error) {
+	if h.Histogram == nil {
+		return []byte("null"), nil
+	}
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
+	}
+	return json.Marshal(string(b))
+}
+
+// UnmarshalJSON decodes the form MarshalJSON writes.
+func (h *Histogram) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("decode histogram: %w", err)
+	}
+	if s == "" {
+		h.Histogram = nil
+		return nil
+	}
+	d, err := hdrhistogram.Decode([]byte(s))
+	if err != nil {
+		return fmt.Errorf("decode histogram: %w", err)
+	}
+	h.Histogram = d
+	return nil
+}
+
+// Latency is a summary of a histogram. Durations encode to JSON in nanoseconds.
+type Latency struct {
+	P50  time.Duration `json:"p50_ns"`
+	P90  time.Duration `json:"p90_ns"`
+	P95  time.Duration `json:"p95_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	Max  time.Duration `json:"max_ns"`
+	Mean time.Duration `json:"mean_ns"`
+}
+
+func summarize(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return Latency{
+		P50:  us(h.ValueAtPercentile(50)),
+		P90:  us(h.ValueAtPercentile(90)),
+		P95:  us(h.ValueAtPercentile(95)),
+		P99:  us(h.ValueAtPercentile(99)),
+		Max:  us(h.Max()),
+		Mean: time.Duration(h.Mean() * float64(time.Microsecond)),
+	}
+}
+
+// Route names, in the order of the journey.
+const (
+	RouteFeed   = "feed"   // GET /feed
+	RoutePost   = "post"   // GET /posts/:id
+	RouteLike   = "like"   // POST /posts/:id/like
+	RouteCreate = "create" // POST /posts
+)
+
+var routes = [...]string{RouteFeed, RoutePost, RouteLike, RouteCreate}
+
+// RouteCounts counts one route's requests.
+type RouteCounts struct {
+	Requests int64 `json:"requests"`
+	Failures int64 `json:"failures"`
+}
+
+// Stage is one stage of the run: its requests are those whose due time fell in it.
+type Stage struct {
+	Name     string        `json:"name"` // "ramp-up", "hold", "ramp-down"
+	Duration time.Duration `json:"duration_ns"`
+	Requests int64         `json:"requests"`
+	Failures int64         `json:"failures"`
+	// RPS is Requests over the stage's planned duration.
+	RPS     float64   `json:"rps"`
+	Latency Latency   `json:"latency"`
+	Hist    Histogram `json:"histogram"`
+}
+
+// Result is a run's outcome. Counts and histograms add up exactly under Merge.
+type Result struct {
+	URL string `json:"url"`
+	// Users is the number of virtual users (of all processes, once merged).
+	Users     int     `json:"users"`
+	TimeScale float64 `json:"time_scale"`
+	// UserEquivalents is Users × TimeScale: the challenge's users whose request rate
+	// these users offer.
+	UserEquivalents float64       `json:"user_equivalents"`
+	Elapsed         time.Duration `json:"elapsed_ns"`
+	Iterations      int64         `json:"iterations"`
+	// FeedRetries counts iterations that restarted because GET /feed did not answer
+	// 200 with at least one post.
+	FeedRetries int64 `json:"feed_retries"`
+	Requests    int64 `json:"requests"`
+	// Failures are transport errors and statuses outside 2xx/3xx.
+	Failures int64 `json:"failures"`
+	// RPS is Requests over Elapsed.
+	RPS    float64                `json:"rps"`
+	Routes map[string]RouteCounts `json:"routes"`
+	// Status counts responses by status code.
+	Status map[int]int64 `json:"status"`
+	// Errors counts transport errors by kind: "connect", "write", "read", "timeout".
+	Errors  map[string]int64 `json:"errors,omitempty"`
+	Latency Latency          `json:"latency"`
+	Stages  []Stage          `json:"stages"`
+	Pass    bool             `json:"pass"`
+	Reasons []string         `json:"reasons,omitempty"`
+}
+
+// Histogram returns the latencies of all stages together.
+func (r *Result) Histogram() *hdrhistogram.Histogram {
+	h := newHistogram()
+	for _, s := range r.Stages {
+		if s.Hist.Histogram != nil {
+			h.Merge(s.Hist.Histogram)
+		}
+	}
+	return h
+}
+
+// finish derives the summaries (latencies, rates, verdict) from the counts and histograms.
+func (r *Result) finish() {
+	r.UserEquivalents = float64(r.Users) * r.TimeScale
+	if r.Elapsed > 0 {
+		r.RPS = float64(r.Requests) / r.Elapsed.Seconds()
+	}
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		s.Latency = summarize(s.Hist.Histogram)
+		if s.Duration > 0 {
+			s.RPS = float64(s.Requests) / s.Duration.Seconds()
+		}
+	}
+	r.Latency = summarize(r.Histogram())
+	r.Pass, r.Reasons = Judge(r.Requests, r.Failures, r.Latency.P95, r.Latency.P99)
+}
+
+// Judge applies the challenge's thresholds: p95 < 500 ms, p99 < 1 s, failures < 1 % of
+// requests. A run without requests fails.
+func Judge(requests, failures int64, p95, p99 time.Duration) (pass bool, reasons []string) {
+	if requests == 0 {
+		return false, []string{"no requests completed"}
+	}
+	if p95 >= MaxP95 {
+		reasons = append(reasons, fmt.Sprintf("p95 %v >= %v", p95.Round(time.Millisecond), MaxP95))
+	}
+	if p99 >= MaxP99 {
+		reasons = append(reasons, fmt.Sprintf("p99 %v >= %v", p99.Round(time.Millisecond), MaxP99))
+	}
+	if rate := float64(failures) / float64(requests); rate >= MaxFailureRate {
+		reasons = append(reasons, fmt.Sprintf("failures %.2f%% >= %.0f%%", 100*rate, 100*MaxFailureRate))
+	}
+	return len(reasons) == 0, reasons
+}
+
+// Merge adds up results of the same run split over processes: counts and histograms are
+// summed, Elapsed is the longest, and the summaries and verdict are recomputed.
+func Merge(results ...Result) Result {
+	var m Result
+	for i, r := range results {
+		if i == 0 {
+			m.URL, m.TimeScale = r.URL, r.TimeScale
+			m.Routes = make(map[string]RouteCounts)
+			m.Status = make(map[int]int64)
+			m.Errors = make(map[string]int64)
+			for _, s := range r.Stages {
+				m.Stages = append(m.Stages, Stage{Name: s.Name, Duration: s.Duration, Hist: Histogram{newHistogram()}})
+			}
+		}
+		m.Users += r.Users
+		m.Elapsed = max(m.Elapsed, r.Elapsed)
+		m.Iterations += r.Iterations
+		m.FeedRetries += r.FeedRetries
+		m.Requests += r.Requests
+		m.Failures += r.Failures
+		for k, v := range r.Routes {
+			c := m.Routes[k]
+			c.Requests += v.Requests
+			c.Failures += v.Failures
+			m.Routes[k] = c
+		}
+		for k, v := range r.Status {
+			m.Status[k] += v
+		}
+		for k, v := range r.Errors {
+			m.Errors[k] += v
+		}
+		for j, s := range r.Stages {
+			if j >= len(m.Stages) {
+				break
+			}
+			m.Stages[j].Requests += s.Requests
+			m.Stages[j].Failures += s.Failures
+			if s.Hist.Histogram != nil {
+				m.Stages[j].Hist.Merge(s.Hist.Histogram)
+			}
+		}
+	}
+	if len(m.Errors) == 0 {
+		m.Errors = nil
+	}
+	m.finish()
+	return m
+}

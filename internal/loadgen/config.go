@@ -1,0 +1,185 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config describes a run. Its zero value, plus a URL, is autocannon's default run: 10
+// connections, no pipelining, 10 seconds, closed loop.
+type Config struct {
+	// URL is the target, "http://host[:port]/path[?query]". Required; only http.
+	URL string
+	// Method is the request method. Default "GET".
+	Method string
+	// Headers are sent with every request, in order, after Host and Connection. A
+	// Content-Length is added when Body is not empty, unless Headers has one.
+	Headers []Header
+	// Body is sent with every request.
+	Body []byte
+	// Connections is the number of TCP connections. Default 10.
+	Connections int
+	// Pipelining is the number of requests each connection keeps in flight. Default 1.
+	Pipelining int
+	// Duration is how long the run lasts. Default 10 s. Ignored when Amount is set.
+	Duration time.Duration
+	// Amount, when positive, ends the run after exactly that many requests have had an
+	// outcome (a response, or an error or timeout that failed them) instead of after
+	// Duration.
+	Amount int64
+	// Rate, when positive, is the open-loop request rate over all connections, in
+	// requests per second. Default 0: closed loop.
+	Rate float64
+	// Timeout bounds the wait for a response, and a connect. A request past it counts as
+	// an error and a timeout and its connection is closed and reopened. Default 10 s.
+	Timeout time.Duration
+	// Workers is the number of event loops (goroutines) the connections are shared
+	// among, each with its own latency histogram; the caller sets GOMAXPROCS to match, so
+	// that a worker is an OS thread's worth of load. It is also the denominator of
+	// Generator.MaxWorkerCPU. Default 1.
+	Workers int
+	// SampleInterval is the period of the per-second samples. Default 1 s.
+	SampleInterval time.Duration
+	// ReadBuffer is each connection's read buffer size; a response head must fit in it.
+	// Default 32 KiB.
+	ReadBuffer int
+	// Progress, when set, is called after each sample from the goroutine running Run.
+	Progress func(Progress)
+}
+
+// Header is one request header.
+type Header struct{ Name, Value string }
+
+// Progress is what Config.Progress is told once per sample.
+type Progress struct {
+	Elapsed time.Duration // since the run started
+	Sample  Sample        // the sample just taken
+	Total   int64         // responses so far
+}
+
+// Defaults of Config's zero-valued fields.
+const (
+	DefaultConnections    = 10
+	DefaultPipelining     = 1
+	DefaultDuration       = 10 * time.Second
+	DefaultTimeout        = 10 * time.Second
+	DefaultSampleInterval = time.Second
+	DefaultReadBuffer     = 32 << 10
+)
+
+// target is a parsed URL.
+type target struct {
+	addr string // host:port to dial
+	host string // Host header
+	uri  string // request target
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.Method == "" {
+		d.Method = "GET"
+	}
+	if d.Connections <= 0 {
+		d.Connections = DefaultConnections
+	}
+	if d.Pipelining <= 0 {
+		d.Pipelining = DefaultPipelining
+	}
+	if d.Duration <= 0 {
+		d.Duration = DefaultDuration
+	}
+	if d.Timeout <= 0 {
+		d.Timeout = DefaultTimeout
+	}
+	if d.Workers <= 0 {
+		d.Workers = 1
+	}
+	if d.SampleInterval <= 0 {
+		d.SampleInterval = DefaultSampleInterval
+	}
+	if d.ReadBuffer <= 0 {
+		d.ReadBuffer = DefaultReadBuffer
+	}
+	return d
+}
+
+// ParseURL checks a target URL as Run would, so that a command can refuse it before
+// starting anything.
+func ParseURL(raw string) error {
+	_, err := parseTarget(raw)
+	return err
+}
+
+func parseTarget(raw string) (target, error) {
+	if raw == "" {
+		return target{}, errors.New("parse URL: empty; want http://host[:port]/path")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return target{}, fmt.Errorf("parse URL: %w", err)
+	}
+	if u.Scheme != "http" {
+		return target{}, fmt.Errorf("parse URL %q: scheme %q is not supported, only http", raw, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return target{}, fmt.Errorf("parse URL %q: no host", raw)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	} else if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return target{}, fmt.Errorf("parse URL %q: bad port %q", raw, port)
+	}
+	return target{addr: net.JoinHostPort(u.Hostname(), port), host: u.Host, uri: u.RequestURI()}, nil
+}
+
+// buildRequest returns the bytes of one request, built once for the whole run.
+func buildRequest(t target, method string, headers []Header, body []byte) ([]byte, error) {
+	if method == "" || strings.ContainsAny(method, " \t\r\n") {
+		return nil, fmt.Errorf("build request: bad method %q", method)
+	}
+	var b []byte
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, t.uri...)
+	b = append(b, " HTTP/1.1\r\n"...)
+	hasHost, hasLength, hasConn := false, false, false
+	for _, h := range headers {
+		switch {
+		case h.Name == "" || strings.ContainsAny(h.Name, " \t\r\n:"):
+			return nil, fmt.Errorf("build request: bad header name %q", h.Name)
+		case strings.ContainsAny(h.Value, "\r\n"):
+			return nil, fmt.Errorf("build request: header %s: value has a line break", h.Name)
+		}
+		hasHost = hasHost || strings.EqualFold(h.Name, "host")
+		hasLength = hasLength || strings.EqualFold(h.Name, "content-length")
+		hasConn = hasConn || strings.EqualFold(h.Name, "connection")
+	}
+	if !hasHost {
+		b = append(b, "Host: "...)
+		b = append(b, t.host...)
+		b = append(b, "\r\n"...)
+	}
+	if !hasConn {
+		b = append(b, "Connection: keep-alive\r\n"...)
+	}
+	for _, h := range headers {
+		b = append(b, h.Name...)
+		b = append(b, ": "...)
+		b = append(b, h.Value...)
+		b = append(b, "\r\n"...)
+	}
+	if len(body) > 0 && !hasLength {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	b = append(b, body...)
+	return b, nil
+}

@@ -1,0 +1,27 @@
+// Package loadgen is an HTTP/1.1 load generator: the engine behind bench/autocannon.
+//
+// It drives a fixed number of keep-alive TCP connections, each keeping up to Pipelining
+// requests in flight, in one of two modes:
+//
+//   - closed loop (Rate 0): every response is answered at once by the next request, so
+//     the server sets the pace; latency is measured from the write that carried a request
+//     to the wake-up that found the last byte of its response;
+//   - open loop (Rate > 0): request k of the run is due at start + k/Rate, the requests
+//     dealt round-robin over the connections. A request that cannot be sent when due
+//     (its connection already has Pipelining requests in flight) waits, and its latency
+//     still counts from when it was due, so a stalled server cannot hide its queue
+//     (no coordinated omission).
+//
+// Latencies go to HdrHistograms (1 µs to 60 s, 3 significant digits), one per worker,
+// merged at the end; per-second samples count requests, bytes and errors.
+//
+// The client is lean on purpose, so that the generator costs no more CPU per request than
+// wrk: each worker is one goroutine running an event loop over its connections (raw
+// non-blocking sockets in a private epoll set, which it waits on through Go's poller); each
+// request's bytes are built once; responses are framed (by Content-Length, chunked coding,
+// or the connection's close) in a reused read buffer without copying bodies; nothing is
+// allocated per request in steady state.
+//
+// Linux only (epoll). Non-goals: TLS, HTTP/2, redirects, cookies, varying requests (see
+// bench/autocannon's users mode for scripted journeys), reading response bodies.
+package loadgen

@@ -1,0 +1,256 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+)
+
+// loop is one worker: a goroutine running an event loop over its share of the
+// connections, with its own level-triggered epoll set and latency histogram.
+//
+// Why not a goroutine per connection on Go's netpoller: that costs a goroutine switch and
+// an extra read (the one that finds nothing and parks) per exchange, about 1.7 times the
+// CPU per request of wrk on the same exchange. Waiting on a private epoll set through
+// Go's own poller (the set's descriptor is itself pollable) keeps the idle thread in the
+// scheduler, where the runtime leaves it alone, instead of in a blocking epoll_wait,
+// which invites the runtime to hand its P to another thread on every wait.
+type loop struct {
+	e      *engine
+	lo     int     // id of conns[0]
+	conns  []*conn // ids lo, lo+1, ...
+	active int     // connections not finished
+	hist   *hdrhistogram.Histogram
+
+	ep     int      // the epoll set
+	epf    *os.File // ep, registered with Go's poller
+	rc     syscall.RawConn
+	stopFD int // eventfd in the set; the controller writes to it to end the loop
+	events []unix.EpollEvent
+	nev    int
+	poll   func(fd uintptr) bool
+	dl     int64 // deadline set on epf; 0 none, -1 expired
+
+	pending, spare []*conn // connections waiting to connect again
+	retryMin       int64   // earliest retryAt in pending
+	nextCheck      int64   // next timeout check
+	checkEvery     int64
+
+	// Open loop: the next request to fall due among this loop's connections is request
+	// curJ of connection curID.
+	curID int
+	curJ  int64
+}
+
+// stopEvent marks the stop eventfd's epoll events; connections use their index.
+const stopEvent = -1
+
+func newLoop(e *engine, lo, hi int) (*loop, error) {
+	l := &loop{
+		e: e, lo: lo, active: hi - lo, hist: newHistogram(),
+		events:     make([]unix.EpollEvent, min(hi-lo+1, 512)),
+		checkEvery: int64(min(max(e.cfg.Timeout/10, 5*time.Millisecond), 500*time.Millisecond)),
+		curID:      lo,
+		retryMin:   math.MaxInt64,
+	}
+	for id := lo; id < hi; id++ {
+		l.conns = append(l.conns, newConn(l, id))
+	}
+	var err error
+	if l.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("create epoll set: %w", err)
+	}
+	if l.stopFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		unix.Close(l.ep)
+		return nil, fmt.Errorf("create eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: stopEvent}
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, l.stopFD, &ev); err != nil {
+		l.release()
+		return nil, fmt.Errorf("watch eventfd: %w", err)
+	}
+	// A non-blocking descriptor handed to os.NewFile joins Go's poller, so that waiting
+	// for the set to have events parks this goroutine instead of blocking a thread.
+	if err := unix.SetNonblock(l.ep, true); err != nil {
+		l.release()
+		return nil, fmt.Errorf("set epoll non-blocking: %w", err)
+	}
+	l.epf = os.NewFile(uintptr(l.ep), "epoll")
+	if l.rc, err = l.epf.SyscallConn(); err != nil {
+		l.release()
+		return nil, fmt.Errorf("poll epoll set: %w", err)
+	}
+	l.poll = l.pollOnce
+	return l, nil
+}
+
+// release closes the loop's descriptors once it has ended.
+func (l *loop) release() {
+	if l.epf != nil {
+		l.epf.Close()
+	} else {
+		unix.Close(l.ep)
+	}
+	unix.Close(l.stopFD)
+}
+
+// stop wakes the loop so that it sees e.stopped.
+func (l *loop) stop() {
+	one := uint64(1)
+	unix.Write(l.stopFD, (*[8]byte)(unsafe.Pointer(&one))[:])
+}
+
+// run owns the loop's connections until the run stops, or (with Amount) until none has
+// anything left to send.
+func (l *loop) run() {
+	defer l.e.wg.Done()
+	defer l.closeConns()
+	e := l.e
+	now := e.now()
+	l.nextCheck = now + l.checkEvery
+	for _, c := range l.conns {
+		if c.fd >= 0 { // the first connection, made by start
+			c.opened(now)
+		} else {
+			c.connect(now)
+		}
+	}
+	for !e.stopped.Load() && l.active > 0 {
+		if err := l.wait(); err != nil {
+			return
+		}
+		now = e.now()
+		for _, ev := range l.events[:l.nev] {
+			if ev.Fd == stopEvent {
+				return
+			}
+			l.conns[ev.Fd].event(ev.Events, now)
+		}
+		if e.rate {
+			l.advance(now)
+		}
+		if len(l.pending) > 0 && l.retryMin <= now {
+			l.reconnect(now)
+		}
+		if now >= l.nextCheck {
+			timeout := int64(e.cfg.Timeout)
+			for _, c := range l.conns {
+				c.checkTimeout(now, timeout)
+			}
+			l.nextCheck = now + l.checkEvery
+		}
+		if e.amount && e.budget.Load() <= 0 {
+			l.finishIdle()
+		}
+	}
+}
+
+// finishIdle finishes the connections with nothing in flight once the Amount is spent:
+// in open loop a connection waiting for its next due time hears nothing more.
+func (l *loop) finishIdle() {
+	for _, c := range l.conns {
+		if !c.done && c.state == csOpen && c.fly == 0 {
+			c.finish()
+		}
+	}
+}
+
+func (l *loop) closeConns() {
+	for _, c := range l.conns {
+		c.closeFD()
+	}
+}
+
+// wait returns when the set has events (in l.events[:l.nev]) or the next timer is due.
+func (l *loop) wait() error {
+	at := l.nextCheck
+	if len(l.pending) > 0 {
+		at = min(at, l.retryMin)
+	}
+	if l.e.rate && l.cursorLive() {
+		at = min(at, l.e.dueAt(l.curID, l.curJ))
+	}
+	if at != l.dl {
+		if err := l.epf.SetReadDeadline(l.e.base.Add(time.Duration(at))); err != nil {
+			return err
+		}
+		l.dl = at
+	}
+	l.nev = 0
+	err := l.rc.Read(l.poll)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.dl = -1
+		return nil
+	}
+	return err
+}
+
+// pollOnce collects the set's events without blocking; false makes the poller wait.
+func (l *loop) pollOnce(fd uintptr) bool {
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.events[0])),
+		uintptr(len(l.events)), 0, 0, 0)
+	if errno != 0 {
+		return false
+	}
+	l.nev = int(n)
+	return n > 0
+}
+
+// watch registers a connection's socket for events, or changes them.
+func (l *loop) watch(c *conn, events uint32, op int) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(c.id - l.lo)}
+	return unix.EpollCtl(l.ep, op, c.fd, &ev)
+}
+
+// retry schedules a connect at time at.
+func (l *loop) retry(c *conn, at int64) {
+	c.retryAt = at
+	l.pending = append(l.pending, c)
+	l.retryMin = min(l.retryMin, at)
+}
+
+// reconnect connects the pending connections whose time has come.
+func (l *loop) reconnect(now int64) {
+	todo := l.pending
+	l.pending, l.retryMin = l.spare[:0], math.MaxInt64
+	for _, c := range todo {
+		if c.retryAt <= now {
+			c.connect(now) // may add c to l.pending again
+		} else {
+			l.retry(c, c.retryAt)
+		}
+	}
+	l.spare = todo[:0]
+}
+
+// cursorLive reports whether requests are still to fall due (not, with Amount, once the
+// budget is spent).
+func (l *loop) cursorLive() bool {
+	return !l.e.amount || l.e.budget.Load() > 0
+}
+
+// advance lets every request due by now go out, connection by connection; a
+// connection whose pipeline is full sends its due requests when responses make room.
+func (l *loop) advance(now int64) {
+	e := l.e
+	for l.cursorLive() && e.dueAt(l.curID, l.curJ) <= now {
+		l.conns[l.curID-l.lo].send(now)
+		l.curID++
+		if l.curID == l.lo+len(l.conns) {
+			l.curID = l.lo
+			l.curJ++
+		}
+	}
+}
+
+// record adds a latency (ns) to the loop's histogram, in microseconds.
+func (l *loop) record(ns int64) {
+	l.hist.RecordValue(min(max((ns+500)/1000, minLatency), maxLatency))
+}

@@ -1,0 +1,365 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+)
+
+// Latency histogram range, in microseconds.
+const (
+	minLatency = 1
+	maxLatency = 60_000_000
+)
+
+// BoundThreshold is the share of its workers' CPU above which, in its busiest second, the
+// generator is reported as the bottleneck (Generator.Bound).
+const BoundThreshold = 0.80
+
+// Result is what a run measured.
+type Result struct {
+	Mode          string    // "closed" or "rate"
+	Start, Finish time.Time // wall clock
+	Sent          int64     // requests written
+	Responses     int64     // complete responses
+	Bytes         int64     // bytes read, heads and bodies
+	Errors        int64     // connection failures, parse errors and timeouts
+	Timeouts      int64     // requests past Config.Timeout (also counted in Errors)
+	// StatusCodes counts responses by status code.
+	StatusCodes map[int]int64
+	// Latency holds every response's latency in microseconds.
+	Latency *hdrhistogram.Histogram
+	// Samples are taken every SampleInterval; a last partial interval is dropped.
+	Samples   []Sample
+	Generator GeneratorCPU
+}
+
+// Duration is the run's length.
+func (r *Result) Duration() time.Duration { return r.Finish.Sub(r.Start) }
+
+// Sample counts what one interval of the run completed.
+type Sample struct {
+	T        float64 `json:"t"` // seconds from the start to the interval's end
+	Requests int64   `json:"requests"`
+	Bytes    int64   `json:"bytes"`
+	Errors   int64   `json:"errors"`
+}
+
+// GeneratorCPU is the generator process's own CPU use during the run.
+type GeneratorCPU struct {
+	Workers int     `json:"workers"`
+	UserSec float64 `json:"cpu_user_s"`
+	SysSec  float64 `json:"cpu_sys_s"`
+	// MaxWorkerCPU is the process's CPU in its busiest sample interval, in cores, divided
+	// by Workers: the fraction of a core each worker thread used at the peak.
+	MaxWorkerCPU float64 `json:"max_worker_cpu"`
+	// Bound is MaxWorkerCPU > BoundThreshold: the generator, not the server, may have
+	// set the pace.
+	Bound bool `json:"bound"`
+}
+
+// engine is one run's shared state.
+type engine struct {
+	cfg      Config
+	tgt      target
+	family   int           // of the target's address
+	sockaddr unix.Sockaddr // the target's address, as the first connection reached it
+	reqs     []byte        // Pipelining copies of the request
+	reqLen   int
+	head     bool // HEAD requests: responses have no body
+	rate     bool
+	amount   bool
+	budget   atomic.Int64 // Amount left to claim
+	nsPer    float64      // open loop: nanoseconds between requests
+	base     time.Time    // now() counts from here
+	t0       int64        // now() when the run started
+	nconns   int
+	loops    []*loop
+	// observe, set only by tests, sees every response: its connection, status and due time.
+	observe func(conn, status int, due int64)
+
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+}
+
+func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(minLatency, maxLatency, 3) }
+
+// now is monotonic nanoseconds since base; base is a second in the past, so that 0 can
+// mean "no time".
+func (e *engine) now() int64 { return int64(time.Since(e.base)) }
+
+// dueAt is when request j of connection id is due in open loop: request k = id + j·C of
+// the run is due at start + k/Rate.
+func (e *engine) dueAt(id int, j int64) int64 {
+	k := int64(id) + j*int64(e.nconns)
+	return e.t0 + int64(float64(k)*e.nsPer)
+}
+
+// claim takes up to k requests from the Amount budget and returns how many it got.
+func (e *engine) claim(k int) int {
+	left := e.budget.Add(-int64(k))
+	if left >= 0 {
+		return k
+	}
+	got := max(int64(k)+left, 0)
+	e.budget.Add(int64(k) - got)
+	return int(got)
+}
+
+// Run performs one load run and returns what it measured. It first opens one connection
+// and returns an error if that fails (nothing to measure); later connection failures are
+// counted in Result.Errors. Canceling ctx ends the run early with the results so far.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.start(ctx)
+}
+
+func newEngine(cfg Config) (*engine, error) {
+	c := cfg.withDefaults()
+	tgt, err := parseTarget(c.URL)
+	if err != nil {
+		return nil, err
+	}
+	req, err := buildRequest(tgt, c.Method, c.Headers, c.Body)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{
+		cfg:    c,
+		tgt:    tgt,
+		reqs:   bytes.Repeat(req, c.Pipelining),
+		reqLen: len(req),
+		head:   c.Method == "HEAD",
+		rate:   c.Rate > 0,
+		amount: c.Amount > 0,
+		base:   time.Now().Add(-time.Second),
+		nconns: c.Connections,
+	}
+	if e.rate {
+		e.nsPer = 1e9 / c.Rate
+	}
+	e.budget.Store(c.Amount)
+	return e, nil
+}
+
+// start makes the first connection with package net (which resolves the name and checks
+// that a server is there), gives its socket to the first loop, and runs.
+func (e *engine) start(ctx context.Context) (*Result, error) {
+	d := net.Dialer{Timeout: e.cfg.Timeout}
+	probe, err := d.DialContext(ctx, "tcp", e.tgt.addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", e.tgt.addr, err)
+	}
+	addr, _ := probe.RemoteAddr().(*net.TCPAddr)
+	if addr == nil {
+		probe.Close()
+		return nil, fmt.Errorf("connect to %s: not a TCP connection", e.tgt.addr)
+	}
+	first, err := detach(probe)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", e.tgt.addr, err)
+	}
+	if ip4 := addr.IP.To4(); ip4 != nil {
+		sa := &unix.SockaddrInet4{Port: addr.Port}
+		copy(sa.Addr[:], ip4)
+		e.family, e.sockaddr = unix.AF_INET, sa
+	} else {
+		sa := &unix.SockaddrInet6{Port: addr.Port}
+		copy(sa.Addr[:], addr.IP.To16())
+		if addr.Zone != "" {
+			if ifi, err := net.InterfaceByName(addr.Zone); err == nil {
+				sa.ZoneId = uint32(ifi.Index)
+			}
+		}
+		e.family, e.sockaddr = unix.AF_INET6, sa
+	}
+	// Workers take contiguous shares of the connections; with fewer connections than
+	// workers some have none and are not started.
+	w := e.cfg.Workers
+	for i := range w {
+		lo, hi := i*e.nconns/w, (i+1)*e.nconns/w
+		if lo == hi {
+			continue
+		}
+		l, err := newLoop(e, lo, hi)
+		if err != nil {
+			for _, l := range e.loops {
+				l.release()
+			}
+			unix.Close(first)
+			return nil, err
+		}
+		e.loops = append(e.loops, l)
+	}
+	e.loops[0].conns[0].fd = first
+	return e.run(ctx), nil
+}
+
+// detach takes the socket of a connection dialed through package net for a loop to own:
+// a duplicate descriptor (non-blocking, as net set the shared file description), after
+// which the original is closed.
+func detach(c net.Conn) (int, error) {
+	defer c.Close()
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, errors.New("not a socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	if dupErr != nil {
+		return -1, fmt.Errorf("duplicate socket: %w", dupErr)
+	}
+	return fd, nil
+}
+
+// run is the controller: it starts the loops, samples once per interval, and stops
+// everything at the end.
+func (e *engine) run(ctx context.Context) *Result {
+	res := &Result{Mode: "closed", StatusCodes: map[int]int64{}}
+	if e.rate {
+		res.Mode = "rate"
+	}
+	cpu0 := processCPU()
+	res.Start = time.Now()
+	e.t0 = e.now()
+	e.wg.Add(len(e.loops))
+	for _, l := range e.loops {
+		go l.run()
+	}
+	loopsDone := make(chan struct{})
+	go func() { e.wg.Wait(); close(loopsDone) }()
+
+	interval := e.cfg.SampleInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if !e.amount {
+		t := time.NewTimer(e.cfg.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var last Sample
+	lastAt, lastCPU := e.t0, cpu0
+	peak := 0.0
+	sample := func(now int64) {
+		s := e.totals()
+		cpu := processCPU()
+		if secs := float64(now-lastAt) / 1e9; secs > 0 {
+			peak = max(peak, (cpu.user+cpu.sys-lastCPU.user-lastCPU.sys)/secs)
+		}
+		d := Sample{
+			T:        float64(now-e.t0) / 1e9,
+			Requests: s.Requests - last.Requests,
+			Bytes:    s.Bytes - last.Bytes,
+			Errors:   s.Errors - last.Errors,
+		}
+		res.Samples = append(res.Samples, d)
+		last, lastAt, lastCPU = s, now, cpu
+		if e.cfg.Progress != nil {
+			e.cfg.Progress(Progress{Elapsed: time.Duration(now - e.t0), Sample: d, Total: s.Requests})
+		}
+	}
+loop:
+	for {
+		select {
+		case <-tick.C:
+			sample(e.now())
+		case <-deadline:
+			// The deadline and the last tick fall together; keep that last interval
+			// whichever of the two fires first.
+			if now := e.now(); now-lastAt >= int64(interval)*9/10 {
+				sample(now)
+			}
+			break loop
+		case <-loopsDone:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	e.stopped.Store(true)
+	for _, l := range e.loops {
+		l.stop()
+	}
+	<-loopsDone
+	res.Finish = time.Now()
+	cpu := processCPU()
+
+	res.Latency = newHistogram()
+	for _, l := range e.loops {
+		l.release()
+		res.Latency.Merge(l.hist)
+		for _, c := range l.conns {
+			res.Sent += c.wrote
+			res.Responses += c.responses.Load()
+			res.Bytes += c.bytes.Load()
+			res.Errors += c.errs.Load()
+			res.Timeouts += c.tmo
+			for code, n := range c.codes {
+				if n > 0 {
+					res.StatusCodes[code] += n
+				}
+			}
+		}
+	}
+	w := float64(e.cfg.Workers)
+	if len(res.Samples) == 0 { // a run shorter than one interval: its average is its peak
+		if secs := res.Duration().Seconds(); secs > 0 {
+			peak = (cpu.user + cpu.sys - cpu0.user - cpu0.sys) / secs
+		}
+	}
+	res.Generator = GeneratorCPU{
+		Workers:      e.cfg.Workers,
+		UserSec:      cpu.user - cpu0.user,
+		SysSec:       cpu.sys - cpu0.sys,
+		MaxWorkerCPU: peak / w,
+		Bound:        peak/w > BoundThreshold,
+	}
+	return res
+}
+
+// totals sums the connections' running counters.
+func (e *engine) totals() Sample {
+	var s Sample
+	for _, l := range e.loops {
+		for _, c := range l.conns {
+			s.Requests += c.responses.Load()
+			s.Bytes += c.bytes.Load()
+			s.Errors += c.errs.Load()
+		}
+	}
+	return s
+}
+
+// cpuTimes is the process's CPU time in seconds.
+type cpuTimes struct{ user, sys float64 }
+
+func processCPU() cpuTimes {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuTimes{}
+	}
+	return cpuTimes{
+		user: float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6,
+		sys:  float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6,
+	}
+}
