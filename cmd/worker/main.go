@@ -6,6 +6,7 @@
 //
 //	worker [-db PATH] [-host HOST] [-port PORT]      serve (env SQLITE_PATH, JWT_SECRET, HOST, PORT)
 //	worker seed -db PATH [-tokens PATH] [-n 20000]   write the challenge's seed database
+//	worker seed-products -db PATH                    write the products database (docs/workloads.md)
 //
 // Signals: TERM or INT drains (stop accepting, finish in-flight requests, close idle
 // keep-alives) within -drain-timeout; a second one closes everything at once.
@@ -30,6 +31,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "seed" {
 		return runSeed(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "seed-products" {
+		return runSeedProducts(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]

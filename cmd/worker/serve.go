@@ -26,6 +26,7 @@ import (
 // serveConfig is everything runServe needs, parsed from flags and environment.
 type serveConfig struct {
 	db           string
+	products     string // the products database of the workload routes (routes.go)
 	secret       string
 	addr         string
 	workerID     int
@@ -44,6 +45,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.SetOutput(stderr)
 	c := serveConfig{ipcFD: -1}
 	fs.StringVar(&c.db, "db", getenv("SQLITE_PATH"), "the database file, a copy of the seed (env SQLITE_PATH)")
+	fs.StringVar(&c.products, "products", getenv("PRODUCTS_PATH"), "the products database of /api/products and /products, generated if missing (env PRODUCTS_PATH; default products.db beside -db)")
 	host := fs.String("host", envOr(getenv, "HOST", "127.0.0.1"), "address to bind when not given a socket (env HOST)")
 	port := fs.String("port", envOr(getenv, "PORT", "3000"), "port to bind when not given a socket; 0 picks one (env PORT)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
@@ -54,10 +56,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, serve)", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, seed-products, serve)", fs.Arg(0))
 	}
 	c.secret = getenv("JWT_SECRET")
 	c.addr = net.JoinHostPort(*host, *port)
+	if c.products == "" && c.db != "" {
+		c.products = defaultProductsPath(c.db)
+	}
 	if c.db == "" {
 		return c, errors.New("SQLITE_PATH is not set: point it (or -db) at a copy of the seed database; `worker seed -db PATH` writes one")
 	}
@@ -139,13 +144,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer store.Close()
+	handler, closeWorkloads, err := openWorkloads(ctx, cfg.products,
+		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), log)
+	if err != nil {
+		return err
+	}
+	defer closeWorkloads()
 
 	ln, err := listen(cfg)
 	if err != nil {
 		return err
 	}
 	srv := &http1.Server{
-		Handler:   feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}),
+		Handler:   handler,
 		Logger:    log,
 		IdleGrace: cfg.idleGrace,
 	}
@@ -174,12 +185,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()}); err != nil {
 			log.Warn("tell supervisor ready", zap.Error(err))
 		}
+		probe := startHealthProbe(ctx, store.Ping, log) // stops with ctx, waited for below
 		go func() {
 			defer close(ipcDone)
+			defer probe.wait()
 			err := sup.Serve(ctx, func() ipc.Msg {
 				st := srv.Stats()
+				healthy, why := probe.result()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, Healthy: true}
+					Connections: st.Connections, Healthy: healthy, Error: why}
 			})
 			if ctx.Err() == nil {
 				stopReason <- err.Error()

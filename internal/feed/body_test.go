@@ -1,8 +1,10 @@
 package feed
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -53,6 +55,8 @@ func TestParseCreateBody(t *testing.T) {
 		{"top-level number", `123`, "", ErrBodyRequired},
 		{"top-level array", `[{"body":"x"}]`, "", ErrBodyRequired},
 		{"top-level null", `null`, "", ErrBodyRequired},
+		{"top-level number beyond float64", `1E1000`, "", ErrBodyRequired},
+		{"number beyond float64 elsewhere", `{"n":-1e999,"body":"x"}`, "x", nil},
 
 		{"empty object", `{}`, "", ErrBodyRequired},
 		{"empty body", `{"body":""}`, "", ErrBodyRequired},
@@ -79,11 +83,18 @@ func TestParseCreateBody(t *testing.T) {
 }
 
 // referenceParse is ParseCreateBody's contract written with encoding/json and a second,
-// independent spelling of the JavaScript trim set.
+// independent spelling of the JavaScript trim set. Numbers are decoded as json.Number: a
+// number beyond float64's range (1e999) is valid JSON, which JavaScript's JSON.parse reads
+// as Infinity, so it must not make the body malformed (found by fuzzing: "1E1000").
 func referenceParse(body []byte) (string, error) {
 	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
 		return "", ErrMalformedJSON
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", ErrMalformedJSON // trailing bytes
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

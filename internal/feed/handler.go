@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/http1"
+	"github.com/onehost/onehost/internal/jsonstr"
 	"github.com/onehost/onehost/internal/token"
 )
 
@@ -171,7 +172,7 @@ func (h *Handler) health(w *http1.Response) {
 		h.log.Warn("health check failed", zap.Error(err))
 		w.Status = 503
 		w.Body = append(w.Body[:0], `{"status":"degraded","db":"unreachable","error":`...)
-		w.Body = appendJSONString(w.Body, err.Error())
+		w.Body = jsonstr.Append(w.Body, err.Error())
 		w.Body = append(w.Body, '}')
 		return
 	}

@@ -4,10 +4,11 @@ package feed
 // response bodies, byte for byte those of the reference, to a caller's buffer.
 //
 // SQLite is used through its C API as modernc.org/sqlite/lib exposes it (the same SQLite
-// the "sqlite" database/sql driver runs), below database/sql: a call then costs no Go
-// allocation, text columns are escaped straight from SQLite's memory into the response
-// buffer, and every lock wait is this package's to schedule. The database/sql route costs
-// ~20–40 % more time and 19–163 allocations per call (BenchmarkDatabaseSQL).
+// the "sqlite" database/sql driver runs), through internal/sqlitec's connections, below
+// database/sql: a call then costs no Go allocation, text columns are escaped straight from
+// SQLite's memory into the response buffer (internal/jsonstr), and every lock wait is this
+// package's to schedule. The database/sql route costs ~20–40 % more time and 19–163
+// allocations per call (BenchmarkDatabaseSQL).
 //
 // Connections. Each connection has its own prepared statements (prepared once, with
 // SQLITE_PREPARE_PERSISTENT) and is used by one goroutine at a time:
@@ -70,14 +71,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
-	"modernc.org/libc"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/onehost/onehost/internal/jsonstr"
 	"github.com/onehost/onehost/internal/schema"
+	"github.com/onehost/onehost/internal/sqlitec"
 )
 
 // ErrPostNotFound reports that the post of a read or a like does not exist.
@@ -89,6 +90,11 @@ const walSizeLimit = 16 << 20
 
 // errClosed reports a call on a closed Store.
 var errClosed = errors.New("store is closed")
+
+// ErrFileMoved reports that the database path no longer names the file the Store opened:
+// it was deleted, renamed, or replaced by another file. The Store keeps reading the file it
+// has open, but refuses writes (see Store.write) and fails Ping.
+var ErrFileMoved = errors.New("database file was deleted, renamed or replaced while open")
 
 // FeedSize is the number of posts GET /feed returns.
 const FeedSize = 20
@@ -203,6 +209,7 @@ LIMIT 20`
 type Store struct {
 	log         *zap.Logger
 	busyTimeout time.Duration
+	path        string // the database file, as given to Open
 
 	readers chan *reader // the idle read connections; closed by Close
 
@@ -226,15 +233,15 @@ type Store struct {
 
 // reader is a read connection, its statements, and a buffer AppendFeed reuses.
 type reader struct {
-	*conn
-	post, feedTop, feedLikes, likeCount, postExists, ping uintptr
+	*sqlitec.Conn
+	post, feedTop, feedLikes, likeCount, postExists, ping sqlitec.Stmt
 	scratch                                               []byte
 }
 
 // writer is the write connection and its statements.
 type writer struct {
-	*conn
-	insertPost, insertLike uintptr
+	*sqlitec.Conn
+	insertPost, insertLike sqlitec.Stmt
 }
 
 // Open opens the feed database at path, which must exist, be a SQLite database, and carry
@@ -252,27 +259,28 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{
 		log:         opts.Logger,
 		busyTimeout: opts.BusyTimeout,
+		path:        path,
 		readers:     make(chan *reader, opts.ReadConns),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
-	var ckpt *conn
+	var ckpt *sqlitec.Conn
 	err := func() error {
 		w, err := s.openConn(path, opts, false)
 		if err != nil {
 			return err
 		}
-		s.writer = &writer{conn: w}
+		s.writer = &writer{Conn: w}
 		if err := s.checkSchema(w); err != nil {
 			return err
 		}
 		if err := s.useWAL(w); err != nil {
 			return err
 		}
-		if s.writer.insertPost, err = w.prepare(sqlInsertPost); err != nil {
+		if s.writer.insertPost, err = w.Prepare(sqlInsertPost); err != nil {
 			return err
 		}
-		if s.writer.insertLike, err = w.prepare(sqlInsertLike); err != nil {
+		if s.writer.insertLike, err = w.Prepare(sqlInsertLike); err != nil {
 			return err
 		}
 		s.shared = opts.shared
@@ -283,17 +291,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 					return err
 				}
 			}
-			r := &reader{conn: c, scratch: make([]byte, 0, 16<<10)}
+			r := &reader{Conn: c, scratch: make([]byte, 0, 16<<10)}
 			s.readers <- r
 			s.readerCount++
 			for _, p := range []struct {
-				stmt *uintptr
+				stmt *sqlitec.Stmt
 				sql  string
 			}{
 				{&r.post, sqlPost}, {&r.feedTop, sqlFeedTop}, {&r.feedLikes, sqlFeedLikes},
 				{&r.likeCount, sqlLikeCount}, {&r.postExists, sqlPostExists}, {&r.ping, sqlPing},
 			} {
-				if *p.stmt, err = c.prepare(p.sql); err != nil {
+				if *p.stmt, err = c.Prepare(p.sql); err != nil {
 					return err
 				}
 			}
@@ -307,7 +315,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}()
 	if err != nil {
 		if ckpt != nil {
-			ckpt.close()
+			ckpt.Close()
 		}
 		close(s.done)
 		s.Close()
@@ -322,8 +330,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 }
 
 // openConn opens one connection to the existing file path and configures it.
-func (s *Store) openConn(path string, opts Options, readOnly bool) (*conn, error) {
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+func (s *Store) openConn(path string, opts Options, readOnly bool) (*sqlitec.Conn, error) {
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 	if err != nil {
 		return nil, err
 	}
@@ -334,18 +342,18 @@ PRAGMA journal_size_limit=%d;`,
 	if readOnly {
 		pragmas += ` PRAGMA query_only=ON;`
 	}
-	if err := s.retryErr(func() error { return c.exec(pragmas) }); err != nil {
-		c.close()
+	if err := s.retryErr(func() error { return c.Exec(pragmas) }); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("configure connection: %w", err)
 	}
 	return c, nil
 }
 
 // useWAL switches the database to WAL unless it already is.
-func (s *Store) useWAL(c *conn) error {
+func (s *Store) useWAL(c *sqlitec.Conn) error {
 	var mode string
 	err := s.retryErr(func() (err error) {
-		mode, err = c.queryText(`PRAGMA journal_mode=WAL`)
+		mode, err = c.QueryText(`PRAGMA journal_mode=WAL`)
 		return err
 	})
 	if err != nil {
@@ -363,28 +371,54 @@ type schemaObject struct{ typ, name, sql string }
 // checkSchema compares the tables, indexes, views and triggers of c with those that
 // schema.SQL creates, by their CREATE statements with white space normalised, and names the
 // first difference. SQLite's own objects (sqlite_stat1, automatic indexes) are ignored.
-func (s *Store) checkSchema(c *conn) error {
+func (s *Store) checkSchema(c *sqlitec.Conn) error {
 	var got []schemaObject
 	err := s.retryErr(func() (err error) {
-		got, err = c.schema()
+		got, err = readSchema(c)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("read schema: %w", err)
 	}
-	mem, err := openConn(":memory:", sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE|sqlite3.SQLITE_OPEN_MEMORY)
+	mem, err := sqlitec.Open(":memory:", sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE|sqlite3.SQLITE_OPEN_MEMORY)
 	if err != nil {
 		return fmt.Errorf("build reference schema: %w", err)
 	}
-	defer mem.close()
-	if err := mem.exec(schema.SQL); err != nil {
+	defer mem.Close()
+	if err := mem.Exec(schema.SQL); err != nil {
 		return fmt.Errorf("build reference schema: %w", err)
 	}
-	want, err := mem.schema()
+	want, err := readSchema(mem)
 	if err != nil {
 		return fmt.Errorf("build reference schema: %w", err)
 	}
 	return diffSchema(got, want)
+}
+
+// readSchema returns the tables, indexes, views and triggers, without SQLite's own, by name.
+func readSchema(c *sqlitec.Conn) ([]schemaObject, error) {
+	st, err := c.Prepare(`SELECT type, name, sql FROM sqlite_schema
+WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Finalize(st)
+	var objs []schemaObject
+	rc := c.Step(st)
+	for ; rc == sqlite3.SQLITE_ROW; rc = c.Step(st) {
+		objs = append(objs, schemaObject{
+			typ:  string(c.ColumnText(st, 0)),
+			name: string(c.ColumnText(st, 1)),
+			sql:  string(c.ColumnText(st, 2)),
+		})
+	}
+	if rc != sqlite3.SQLITE_DONE {
+		return nil, c.ErrorFor(rc)
+	}
+	// ORDER BY sorts with SQLite's BINARY collation, which is Go's byte order too; sort
+	// anyway so that diffSchema's merge never depends on it.
+	sort.Slice(objs, func(i, j int) bool { return objs[i].name < objs[j].name })
+	return objs, nil
 }
 
 // diffSchema returns nil when got and want (both sorted by name) are the same objects
@@ -431,13 +465,13 @@ func (s *Store) Close() error {
 		for range s.readerCount {
 			r := <-s.readers
 			if !s.shared { // a shared reader's connection is the writer's, closed below
-				errs = append(errs, r.close())
+				errs = append(errs, r.Close())
 			}
 		}
 		close(s.readers)
 		s.wmu.Lock()
-		if s.writer != nil && s.writer.conn != nil {
-			errs = append(errs, s.writer.close())
+		if s.writer != nil && s.writer.Conn != nil {
+			errs = append(errs, s.writer.Close())
 		}
 		s.writer = nil
 		s.wmu.Unlock()
@@ -492,20 +526,20 @@ func (s *Store) AppendPost(dst []byte, id int64) ([]byte, error) {
 		return dst, fmt.Errorf("read post %d: %w", id, err)
 	}
 	defer s.putReader(r)
-	c, st := r.conn, r.post
-	c.bindInt64(st, 1, id)
+	c, st := r.Conn, r.post
+	c.BindInt64(st, 1, id)
 	rc := s.first(c, st)
-	defer c.reset(st)
+	defer c.Reset(st)
 	switch rc {
 	case sqlite3.SQLITE_ROW:
 	case sqlite3.SQLITE_DONE:
 		return dst, ErrPostNotFound
 	default:
-		return dst, fmt.Errorf("read post %d: %w", id, c.errorFor(rc))
+		return dst, fmt.Errorf("read post %d: %w", id, c.ErrorFor(rc))
 	}
 	dst = append(dst, `{"post":`...)
-	dst = appendPostHead(dst, id, c.columnText(st, 0), c.columnText(st, 1), c.columnText(st, 2))
-	dst = strconv.AppendInt(dst, c.columnInt64(st, 3), 10)
+	dst = appendPostHead(dst, id, c.ColumnText(st, 0), c.ColumnText(st, 1), c.ColumnText(st, 2))
+	dst = strconv.AppendInt(dst, c.ColumnInt64(st, 3), 10)
 	return append(dst, '}', '}'), nil
 }
 
@@ -532,8 +566,8 @@ func (s *Store) AppendFeed(dst []byte) ([]byte, error) {
 		return dst, fmt.Errorf("read feed: %w", err)
 	}
 	defer s.putReader(r)
-	c, top := r.conn, r.feedTop
-	defer c.reset(top)
+	c, top := r.Conn, r.feedTop
+	defer c.Reset(top)
 	var (
 		ids  [FeedSize]int64
 		ends [FeedSize]int // the end of post i's JSON in scratch
@@ -542,17 +576,17 @@ func (s *Store) AppendFeed(dst []byte) ([]byte, error) {
 	scratch := r.scratch[:0]
 	rc := s.first(c, top)
 	for rc == sqlite3.SQLITE_ROW {
-		ids[n] = c.columnInt64(top, 0)
-		scratch = appendPostHead(scratch, ids[n], c.columnText(top, 1), c.columnText(top, 2), c.columnText(top, 3))
+		ids[n] = c.ColumnInt64(top, 0)
+		scratch = appendPostHead(scratch, ids[n], c.ColumnText(top, 1), c.ColumnText(top, 2), c.ColumnText(top, 3))
 		ends[n] = len(scratch)
 		if n++; n == FeedSize {
 			break // keep top open: its transaction is the snapshot for the counts
 		}
-		rc = c.step(top)
+		rc = c.Step(top)
 	}
 	r.scratch = scratch
 	if rc != sqlite3.SQLITE_ROW && rc != sqlite3.SQLITE_DONE {
-		return dst, fmt.Errorf("read feed: %w", c.errorFor(rc))
+		return dst, fmt.Errorf("read feed: %w", c.ErrorFor(rc))
 	}
 	var counts [FeedSize]int64
 	if err := s.countLikes(r, ids[:n], counts[:n]); err != nil {
@@ -577,7 +611,7 @@ func (s *Store) countLikes(r *reader, ids, counts []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	c := r.conn
+	c := r.Conn
 	lo, hi := ids[0], ids[0]
 	for _, id := range ids {
 		lo, hi = min(lo, id), max(hi, id)
@@ -585,29 +619,29 @@ func (s *Store) countLikes(r *reader, ids, counts []int64) error {
 	if uint64(hi-lo) >= feedMaxSpan { // also when hi-lo overflows
 		st := r.likeCount
 		for i, id := range ids {
-			c.bindInt64(st, 1, id)
+			c.BindInt64(st, 1, id)
 			rc := s.first(c, st)
 			if rc != sqlite3.SQLITE_ROW {
-				err := c.errorFor(rc)
-				c.reset(st)
+				err := c.ErrorFor(rc)
+				c.Reset(st)
 				return fmt.Errorf("count likes: %w", err)
 			}
-			counts[i] = c.columnInt64(st, 0)
-			c.reset(st)
+			counts[i] = c.ColumnInt64(st, 0)
+			c.Reset(st)
 		}
 		return nil
 	}
 	st := r.feedLikes
-	defer c.reset(st)
-	c.bindInt64(st, 1, lo)
-	c.bindInt64(st, 2, hi)
+	defer c.Reset(st)
+	c.BindInt64(st, 1, lo)
+	c.BindInt64(st, 2, hi)
 	var byOffset [feedMaxSpan]int64 // likes of post lo+i
 	rc := s.first(c, st)
-	for ; rc == sqlite3.SQLITE_ROW; rc = c.step(st) {
-		byOffset[c.columnInt64(st, 0)-lo] = c.columnInt64(st, 1)
+	for ; rc == sqlite3.SQLITE_ROW; rc = c.Step(st) {
+		byOffset[c.ColumnInt64(st, 0)-lo] = c.ColumnInt64(st, 1)
 	}
 	if rc != sqlite3.SQLITE_DONE {
-		return fmt.Errorf("count likes: %w", c.errorFor(rc))
+		return fmt.Errorf("count likes: %w", c.ErrorFor(rc))
 	}
 	for i, id := range ids {
 		counts[i] = byOffset[id-lo]
@@ -621,11 +655,11 @@ func appendPostHead[T ~string | ~[]byte](dst []byte, id int64, body T, createdAt
 	dst = append(dst, `{"id":`...)
 	dst = strconv.AppendInt(dst, id, 10)
 	dst = append(dst, `,"body":`...)
-	dst = appendJSONString(dst, body)
+	dst = jsonstr.Append(dst, body)
 	dst = append(dst, `,"created_at":`...)
-	dst = appendJSONString(dst, createdAt)
+	dst = jsonstr.Append(dst, createdAt)
 	dst = append(dst, `,"author":`...)
-	dst = appendJSONString(dst, author)
+	dst = jsonstr.Append(dst, author)
 	return append(dst, `,"like_count":`...)
 }
 
@@ -640,17 +674,17 @@ func (s *Store) CreatePost(dst []byte, userID int64, username []byte, body strin
 		n         int
 	)
 	err := s.write(func(w *writer) int32 {
-		c, st := w.conn, w.insertPost
-		c.bindInt64(st, 1, userID)
-		c.bindText(st, 2, body)
-		rc := c.step(st)
+		c, st := w.Conn, w.insertPost
+		c.BindInt64(st, 1, userID)
+		c.BindTextStatic(st, 2, body)
+		rc := c.Step(st)
 		if rc == sqlite3.SQLITE_ROW {
-			id = c.columnInt64(st, 0)
-			n = copy(createdAt[:], c.columnText(st, 1))
-			rc = c.step(st) // commits
+			id = c.ColumnInt64(st, 0)
+			n = copy(createdAt[:], c.ColumnText(st, 1))
+			rc = c.Step(st) // commits
 		}
 		return rc
-	}, func(w *writer) { w.reset(w.insertPost) })
+	}, func(w *writer) { w.Reset(w.insertPost) })
 	if err != nil {
 		return dst, fmt.Errorf("create post: %w", err)
 	}
@@ -665,18 +699,18 @@ func (s *Store) CreatePost(dst []byte, userID int64, username []byte, body strin
 func (s *Store) Like(dst []byte, userID, postID int64) ([]byte, bool, error) {
 	var changes int32
 	err := s.write(func(w *writer) int32 {
-		c, st := w.conn, w.insertLike
-		c.bindInt64(st, 1, userID)
-		c.bindInt64(st, 2, postID)
-		rc := c.step(st)
+		c, st := w.Conn, w.insertLike
+		c.BindInt64(st, 1, userID)
+		c.BindInt64(st, 2, postID)
+		rc := c.Step(st)
 		if rc == sqlite3.SQLITE_DONE {
-			changes = sqlite3.Xsqlite3_changes(c.tls, c.db)
+			changes = c.Changes()
 		}
 		return rc
-	}, func(w *writer) { w.reset(w.insertLike) })
+	}, func(w *writer) { w.Reset(w.insertLike) })
 	if err != nil {
-		var se *sqliteError
-		if errors.As(err, &se) && se.code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
+		var se *sqlitec.Error
+		if errors.As(err, &se) && se.Code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
 			exists, xerr := s.postExists(postID)
 			switch {
 			case xerr != nil:
@@ -702,21 +736,34 @@ func (s *Store) postExists(id int64) (bool, error) {
 		return false, err
 	}
 	defer s.putReader(r)
-	c, st := r.conn, r.postExists
-	c.bindInt64(st, 1, id)
+	c, st := r.Conn, r.postExists
+	c.BindInt64(st, 1, id)
 	rc := s.first(c, st)
-	defer c.reset(st)
+	defer c.Reset(st)
 	switch rc {
 	case sqlite3.SQLITE_ROW:
 		return true, nil
 	case sqlite3.SQLITE_DONE:
 		return false, nil
 	}
-	return false, fmt.Errorf("look up post %d: %w", id, c.errorFor(rc))
+	return false, fmt.Errorf("look up post %d: %w", id, c.ErrorFor(rc))
 }
 
-// Ping runs SELECT 1 on a read connection (GET /health). It waits for a free connection
-// no longer than ctx allows.
+// Ping checks that the database works and will keep working (GET /health, and the
+// health a worker reports to its supervisor). It waits for a free read connection no longer
+// than ctx allows, runs SELECT 1 on it, then checks the file behind the path:
+//
+//   - SELECT 1 alone proves little: a connection reads through its open descriptor, so it
+//     still succeeds after the file was deleted or renamed, while every write acknowledged
+//     from then on is lost to the next process that opens the path. So Ping also asks
+//     SQLite whether the path still names the file the connection opened
+//     (SQLITE_FCNTL_HAS_MOVED: stat the path, compare the inode), and fails with
+//     ErrFileMoved when it does not.
+//   - A file that exists but that this process may no longer read and write (chmod 000, a
+//     read-only remount) would fail the next start; faccessat with the effective ids says
+//     so without opening it. (Opening and closing the database file here is not an option:
+//     closing any descriptor of a file drops every POSIX lock this process holds on it,
+//     SQLite's included.) For root, permission bits deny nothing, so chmod 000 is no fault.
 func (s *Store) Ping(ctx context.Context) error {
 	var r *reader
 	select {
@@ -729,11 +776,17 @@ func (s *Store) Ping(ctx context.Context) error {
 		r = rr
 	}
 	defer s.putReader(r)
-	c, st := r.conn, r.ping
+	c, st := r.Conn, r.ping
 	rc := s.first(c, st)
-	defer c.reset(st)
+	defer c.Reset(st)
 	if rc != sqlite3.SQLITE_ROW {
-		return fmt.Errorf("ping feed database: %w", c.errorFor(rc))
+		return fmt.Errorf("ping feed database: %w", c.ErrorFor(rc))
+	}
+	if err := checkNotMoved(c); err != nil {
+		return fmt.Errorf("ping feed database: %w", err)
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, s.path, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("ping feed database: database file is not readable and writable: %w", err)
 	}
 	return nil
 }
@@ -757,6 +810,13 @@ func (s *Store) write(attempt func(*writer) int32, reset func(*writer)) error {
 	if w == nil {
 		return errClosed
 	}
+	// A write into a file that the path no longer names would be acknowledged and then be
+	// missing for every process that opens the path: refuse it, as SQLite itself refuses
+	// writes in rollback-journal mode (SQLITE_READONLY_DBMOVED; in WAL mode it does not
+	// check). One stat of the path, ~1 µs.
+	if err := checkNotMoved(w.Conn); err != nil {
+		return err
+	}
 	var st retryState
 	for {
 		rc := attempt(w)
@@ -764,7 +824,7 @@ func (s *Store) write(attempt func(*writer) int32, reset func(*writer)) error {
 			reset(w)
 			return nil
 		}
-		err := w.errorFor(rc) // before reset, which clears the message
+		err := w.ErrorFor(rc) // before reset, which clears the message
 		reset(w)
 		if !isBusy(rc) || !s.wait(&st, rc) {
 			return err
@@ -775,15 +835,15 @@ func (s *Store) write(attempt func(*writer) int32, reset func(*writer)) error {
 // first runs the first step of the statement st, resetting and repeating it while it
 // fails with a lock conflict, until BusyTimeout passes; it returns the last result.
 // (A read can only meet a lock when its transaction begins, at the first step.)
-func (s *Store) first(c *conn, st uintptr) int32 {
-	rc := c.step(st)
+func (s *Store) first(c *sqlitec.Conn, st sqlitec.Stmt) int32 {
+	rc := c.Step(st)
 	if !isBusy(rc) {
 		return rc
 	}
 	var rs retryState
 	for isBusy(rc) && s.wait(&rs, rc) {
-		c.reset(st)
-		rc = c.step(st)
+		c.Reset(st)
+		rc = c.Step(st)
 	}
 	return rc
 }
@@ -793,8 +853,8 @@ func (s *Store) retryErr(f func() error) error {
 	var st retryState
 	for {
 		err := f()
-		var se *sqliteError
-		if !errors.As(err, &se) || !isBusy(se.code) || !s.wait(&st, se.code) {
+		var se *sqlitec.Error
+		if !errors.As(err, &se) || !isBusy(se.Code) || !s.wait(&st, se.Code) {
 			return err
 		}
 	}
@@ -839,9 +899,9 @@ func isBusy(rc int32) bool {
 
 // checkpointLoop is the checkpointer: a PASSIVE checkpoint every interval, or every
 // interval/10 while the WAL holds more than frames frames, until Close.
-func (s *Store) checkpointLoop(c *conn, interval time.Duration, frames int, restartWait time.Duration) {
+func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames int, restartWait time.Duration) {
 	defer close(s.done)
-	defer c.close()
+	defer c.Close()
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -851,19 +911,19 @@ func (s *Store) checkpointLoop(c *conn, interval time.Duration, frames int, rest
 		case <-timer.C:
 		}
 		next := interval
-		nLog, nCkpt, err := c.checkpoint(sqlite3.SQLITE_CHECKPOINT_PASSIVE)
+		nLog, nCkpt, err := c.Checkpoint(sqlite3.SQLITE_CHECKPOINT_PASSIVE)
 		if err == nil && (nLog-nCkpt > 4*frames || nLog > 16*frames) {
 			// Other processes outran it (frames left behind), or the WAL was copied but
 			// never restarted (a reader in some process always held a snapshot in it):
 			// wait for every writer and reader, copy all, restart the WAL.
-			sqlite3.Xsqlite3_busy_timeout(c.tls, c.db, int32(restartWait/time.Millisecond))
-			nLog, nCkpt, err = c.checkpoint(sqlite3.SQLITE_CHECKPOINT_RESTART)
-			sqlite3.Xsqlite3_busy_timeout(c.tls, c.db, 0)
+			c.SetBusyTimeout(restartWait)
+			nLog, nCkpt, err = c.Checkpoint(sqlite3.SQLITE_CHECKPOINT_RESTART)
+			c.SetBusyTimeout(0)
 			s.restarts.Add(1)
 		}
-		var se *sqliteError
+		var se *sqlitec.Error
 		switch {
-		case errors.As(err, &se) && isBusy(se.code):
+		case errors.As(err, &se) && isBusy(se.Code):
 			// Another process is checkpointing: its checkpoint serves this one too.
 			s.checkpointsBusy.Add(1)
 		case err != nil:
@@ -880,206 +940,15 @@ func (s *Store) checkpointLoop(c *conn, interval time.Duration, frames int, rest
 	}
 }
 
-// conn is one SQLite connection through the C API. It is not safe for concurrent use.
-type conn struct {
-	tls     *libc.TLS
-	db      uintptr
-	text    uintptr // C memory that bindText copies text parameters into
-	textCap int
-}
-
-// openConn opens a connection with flags (SQLITE_OPEN_*); it never creates a file unless
-// flags include SQLITE_OPEN_CREATE.
-func openConn(path string, flags int32) (*conn, error) {
-	c := &conn{tls: libc.NewTLS()}
-	cpath, err := libc.CString(path)
+// checkNotMoved returns ErrFileMoved when the path c was opened with no longer names the
+// file it has open (SQLITE_FCNTL_HAS_MOVED).
+func checkNotMoved(c *sqlitec.Conn) error {
+	moved, err := c.HasMoved()
 	if err != nil {
-		c.tls.Close()
-		return nil, err
+		return fmt.Errorf("check database file: %w", err)
 	}
-	defer libc.Xfree(c.tls, cpath)
-	pdb := c.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer c.tls.Free(int(unsafe.Sizeof(uintptr(0))))
-	// NOMUTEX: a conn is used by one goroutine at a time, so SQLite's connection mutex
-	// would only cost time. EXRESCODE: extended result codes (FOREIGN KEY failures).
-	rc := sqlite3.Xsqlite3_open_v2(c.tls, cpath, pdb,
-		flags|sqlite3.SQLITE_OPEN_NOMUTEX|sqlite3.SQLITE_OPEN_EXRESCODE, 0)
-	c.db = *(*uintptr)(cptr(pdb))
-	if rc != sqlite3.SQLITE_OK {
-		err := c.errorFor(rc)
-		c.close()
-		return nil, err
-	}
-	return c, nil
-}
-
-func (c *conn) close() error {
-	var err error
-	if c.db != 0 {
-		// close_v2 finalizes nothing itself; finalize every statement first so the
-		// connection really closes.
-		for st := sqlite3.Xsqlite3_next_stmt(c.tls, c.db, 0); st != 0; st = sqlite3.Xsqlite3_next_stmt(c.tls, c.db, 0) {
-			sqlite3.Xsqlite3_finalize(c.tls, st)
-		}
-		if rc := sqlite3.Xsqlite3_close_v2(c.tls, c.db); rc != sqlite3.SQLITE_OK {
-			err = c.errorFor(rc)
-		}
-		c.db = 0
-	}
-	if c.text != 0 {
-		libc.Xfree(c.tls, c.text)
-		c.text = 0
-	}
-	c.tls.Close()
-	return err
-}
-
-// exec runs the statements in q, which return no rows.
-func (c *conn) exec(q string) error {
-	cq, err := libc.CString(q)
-	if err != nil {
-		return err
-	}
-	defer libc.Xfree(c.tls, cq)
-	if rc := sqlite3.Xsqlite3_exec(c.tls, c.db, cq, 0, 0, 0); rc != sqlite3.SQLITE_OK {
-		return c.errorFor(rc)
+	if moved {
+		return ErrFileMoved
 	}
 	return nil
 }
-
-// prepare compiles the single statement q for repeated use.
-func (c *conn) prepare(q string) (uintptr, error) {
-	cq, err := libc.CString(q)
-	if err != nil {
-		return 0, err
-	}
-	defer libc.Xfree(c.tls, cq)
-	pst := c.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer c.tls.Free(int(unsafe.Sizeof(uintptr(0))))
-	rc := sqlite3.Xsqlite3_prepare_v3(c.tls, c.db, cq, -1, sqlite3.SQLITE_PREPARE_PERSISTENT, pst, 0)
-	if rc != sqlite3.SQLITE_OK {
-		return 0, fmt.Errorf("prepare %q: %w", q, c.errorFor(rc))
-	}
-	return *(*uintptr)(cptr(pst)), nil
-}
-
-// queryText returns the first column of the first row of q as text.
-func (c *conn) queryText(q string) (string, error) {
-	st, err := c.prepare(q)
-	if err != nil {
-		return "", err
-	}
-	defer sqlite3.Xsqlite3_finalize(c.tls, st)
-	switch rc := c.step(st); rc {
-	case sqlite3.SQLITE_ROW:
-		return string(c.columnText(st, 0)), nil
-	case sqlite3.SQLITE_DONE:
-		return "", nil
-	default:
-		return "", c.errorFor(rc)
-	}
-}
-
-// schema returns the tables, indexes, views and triggers, without SQLite's own, by name.
-func (c *conn) schema() ([]schemaObject, error) {
-	st, err := c.prepare(`SELECT type, name, sql FROM sqlite_schema
-WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer sqlite3.Xsqlite3_finalize(c.tls, st)
-	var objs []schemaObject
-	rc := c.step(st)
-	for ; rc == sqlite3.SQLITE_ROW; rc = c.step(st) {
-		objs = append(objs, schemaObject{
-			typ:  string(c.columnText(st, 0)),
-			name: string(c.columnText(st, 1)),
-			sql:  string(c.columnText(st, 2)),
-		})
-	}
-	if rc != sqlite3.SQLITE_DONE {
-		return nil, c.errorFor(rc)
-	}
-	// ORDER BY sorts with SQLite's BINARY collation, which is Go's byte order too; sort
-	// anyway so that diffSchema's merge never depends on it.
-	sort.Slice(objs, func(i, j int) bool { return objs[i].name < objs[j].name })
-	return objs, nil
-}
-
-// checkpoint runs a PASSIVE checkpoint and returns the WAL's size in frames and how many
-// of them are now in the database.
-func (c *conn) checkpoint(mode int32) (nLog, nCkpt int, err error) {
-	p := c.tls.Alloc(8)
-	defer c.tls.Free(8)
-	rc := sqlite3.Xsqlite3_wal_checkpoint_v2(c.tls, c.db, 0, mode, p, p+4)
-	if rc != sqlite3.SQLITE_OK {
-		return 0, 0, c.errorFor(rc)
-	}
-	return int(*(*int32)(cptr(p))), int(*(*int32)(cptr(p + 4))), nil
-}
-
-func (c *conn) step(st uintptr) int32 { return sqlite3.Xsqlite3_step(c.tls, st) }
-
-// reset makes st ready to run again; its parameters keep their values.
-func (c *conn) reset(st uintptr) { sqlite3.Xsqlite3_reset(c.tls, st) }
-
-func (c *conn) bindInt64(st uintptr, i int32, v int64) {
-	sqlite3.Xsqlite3_bind_int64(c.tls, st, i, v)
-}
-
-// bindText binds a copy of v, in the connection's text buffer, to parameter i; the
-// binding is valid until the next bindText on this connection.
-func (c *conn) bindText(st uintptr, i int32, v string) {
-	if len(v) >= c.textCap {
-		n := max(2*c.textCap, len(v)+1, 4096)
-		p := libc.Xrealloc(c.tls, c.text, libc.Tsize_t(n))
-		if p == 0 {
-			panic("feed: out of C memory") // as SQLite's own allocations would fail
-		}
-		c.text, c.textCap = p, n
-	}
-	copy(unsafe.Slice((*byte)(cptr(c.text)), len(v)), v)
-	// SQLITE_STATIC (0): SQLite reads the buffer in place, no copy.
-	sqlite3.Xsqlite3_bind_text(c.tls, st, i, c.text, int32(len(v)), 0)
-}
-
-func (c *conn) columnInt64(st uintptr, i int32) int64 {
-	return sqlite3.Xsqlite3_column_int64(c.tls, st, i)
-}
-
-// columnText returns column i of the current row as text in SQLite's memory: valid until
-// the next step or reset of st.
-func (c *conn) columnText(st uintptr, i int32) []byte {
-	p := sqlite3.Xsqlite3_column_text(c.tls, st, i)
-	n := sqlite3.Xsqlite3_column_bytes(c.tls, st, i)
-	if p == 0 || n <= 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(cptr(p)), n)
-}
-
-// sqliteError is a failed SQLite call: its (extended) result code and message.
-type sqliteError struct {
-	code int32
-	msg  string
-}
-
-func (e *sqliteError) Error() string {
-	return "sqlite: " + e.msg + " (" + strconv.Itoa(int(e.code)) + ")"
-}
-
-// errorFor returns the error for the result code rc of the connection's last call.
-func (c *conn) errorFor(rc int32) error {
-	msg := libc.GoString(sqlite3.Xsqlite3_errstr(c.tls, rc))
-	if c.db != 0 {
-		if m := libc.GoString(sqlite3.Xsqlite3_errmsg(c.tls, c.db)); m != "" && m != "not an error" {
-			msg = m
-		}
-	}
-	return &sqliteError{code: rc, msg: msg}
-}
-
-// cptr turns an address in C memory (allocated by modernc.org/libc, outside the Go heap)
-// into a pointer; written this way so that vet's unsafeptr check, meant for Go memory,
-// stays quiet.
-func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

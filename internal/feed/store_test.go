@@ -23,6 +23,7 @@ import (
 
 	"github.com/onehost/onehost/internal/schema"
 	"github.com/onehost/onehost/internal/seedtest"
+	"github.com/onehost/onehost/internal/sqlitec"
 )
 
 // trickyBodies are post bodies that exercise JSON escaping.
@@ -40,23 +41,23 @@ var trickyBodies = []string{
 func newTestDB(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "feed.db")
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
+	defer c.Close()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(c.exec(schema.SQL))
-	must(c.exec("BEGIN"))
+	must(c.Exec(schema.SQL))
+	must(c.Exec("BEGIN"))
 	for u := 1; u <= 5; u++ {
-		must(c.exec(fmt.Sprintf(`INSERT INTO users(id, username, created_at) VALUES(%d, 'user_%d', '2024-01-01T00:00:00.000Z')`, u, u)))
+		must(c.Exec(fmt.Sprintf(`INSERT INTO users(id, username, created_at) VALUES(%d, 'user_%d', '2024-01-01T00:00:00.000Z')`, u, u)))
 	}
-	ins, err := c.prepare(`INSERT INTO posts(id, user_id, body, created_at)
+	ins, err := c.Prepare(`INSERT INTO posts(id, user_id, body, created_at)
 VALUES(?1, ?2, ?3, printf('2025-06-01T%02d:%02d:00.000Z', ?4 / 60, ?4 % 60))`)
 	must(err)
 	n := len(trickyBodies) + 30
@@ -69,32 +70,32 @@ VALUES(?1, ?2, ?3, printf('2025-06-01T%02d:%02d:00.000Z', ?4 / 60, ?4 % 60))`)
 		if i == n {
 			minute = n - 1 // ties with post n-1: id decides
 		}
-		c.bindInt64(ins, 1, int64(i))
-		c.bindInt64(ins, 2, int64(1+i%5))
-		c.bindText(ins, 3, body)
-		c.bindInt64(ins, 4, int64(minute))
+		c.BindInt64(ins, 1, int64(i))
+		c.BindInt64(ins, 2, int64(1+i%5))
+		c.BindText(ins, 3, body)
+		c.BindInt64(ins, 4, int64(minute))
 		must(stepDone(c, ins))
 		for u := 1; u <= i%7 && u <= 5; u++ {
-			must(c.exec(fmt.Sprintf(`INSERT INTO likes(user_id, post_id) VALUES(%d, %d)`, u, i)))
+			must(c.Exec(fmt.Sprintf(`INSERT INTO likes(user_id, post_id) VALUES(%d, %d)`, u, i)))
 		}
 	}
-	must(c.exec("COMMIT"))
-	if mode, err := c.queryText("PRAGMA journal_mode=WAL"); err != nil || mode != "wal" {
+	must(c.Exec("COMMIT"))
+	if mode, err := c.QueryText("PRAGMA journal_mode=WAL"); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode: %q, %v", mode, err)
 	}
 	return path
 }
 
 // stepDone runs st to completion and resets it.
-func stepDone(c *conn, st uintptr) error {
-	defer c.reset(st)
+func stepDone(c *sqlitec.Conn, st sqlitec.Stmt) error {
+	defer c.Reset(st)
 	for {
-		switch rc := c.step(st); rc {
+		switch rc := c.Step(st); rc {
 		case sqlite3.SQLITE_ROW:
 		case sqlite3.SQLITE_DONE:
 			return nil
 		default:
-			return c.errorFor(rc)
+			return c.ErrorFor(rc)
 		}
 	}
 }
@@ -116,12 +117,12 @@ func openTestStore(t testing.TB, path string, opts Options) *Store {
 // sqliteJSON runs q (one row, one text column) on a fresh connection to path.
 func sqliteJSON(t testing.TB, path, q string) []byte {
 	t.Helper()
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
-	s, err := c.queryText(q)
+	defer c.Close()
+	s, err := c.QueryText(q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,12 +188,12 @@ INSERT INTO likes(user_id, post_id) SELECT 3, max(id) FROM posts`},
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := newTestDB(t)
-			c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+			c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.exec(tt.alter)
-			c.close()
+			err = c.Exec(tt.alter)
+			c.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,12 +214,12 @@ func TestFeedCountsShareTheSnapshot(t *testing.T) {
 	s := openTestStore(t, path, Options{ReadConns: 1})
 	r, _ := s.getReader()
 	defer s.putReader(r)
-	c := r.conn
-	if rc := c.step(r.feedTop); rc != sqlite3.SQLITE_ROW {
-		t.Fatal(c.errorFor(rc))
+	c := r.Conn
+	if rc := c.Step(r.feedTop); rc != sqlite3.SQLITE_ROW {
+		t.Fatal(c.ErrorFor(rc))
 	}
-	defer c.reset(r.feedTop)
-	newest := c.columnInt64(r.feedTop, 0)
+	defer c.Reset(r.feedTop)
+	newest := c.ColumnInt64(r.feedTop, 0)
 	if _, created, err := s.Like(nil, 5, newest); err != nil || !created {
 		t.Fatalf("Like: %v, %v", created, err)
 	}
@@ -226,7 +227,7 @@ func TestFeedCountsShareTheSnapshot(t *testing.T) {
 	if err := s.countLikes(r, []int64{newest}, counts[:]); err != nil {
 		t.Fatal(err)
 	}
-	c.reset(r.feedTop)
+	c.Reset(r.feedTop)
 	var after [1]int64
 	if err := s.countLikes(r, []int64{newest}, after[:]); err != nil {
 		t.Fatal(err)
@@ -407,12 +408,12 @@ func TestSharedFileWriters(t *testing.T) {
 	if total.LockTimeouts != 0 || total.Checkpoints == 0 {
 		t.Errorf("stats %+v: want no lock timeouts and some checkpoints", total)
 	}
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
-	n, err := c.queryText(`SELECT count(*) FROM posts WHERE body LIKE 'store %'`)
+	defer c.Close()
+	n, err := c.QueryText(`SELECT count(*) FROM posts WHERE body LIKE 'store %'`)
 	if want := fmt.Sprint(stores * writes); err != nil || n != want {
 		t.Errorf("posts written: %s, %v; want %s", n, err, want)
 	}
@@ -422,20 +423,20 @@ func TestSharedFileWriters(t *testing.T) {
 // It returns once q has run.
 func holdLock(t *testing.T, path, q string, hold time.Duration) (released <-chan struct{}) {
 	t.Helper()
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.exec(q); err != nil {
-		c.close()
+	if err := c.Exec(q); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		time.Sleep(hold)
-		c.exec("ROLLBACK")
-		c.close()
+		c.Exec("ROLLBACK")
+		c.Close()
 	}()
 	t.Cleanup(func() { <-done })
 	return done
@@ -462,9 +463,9 @@ func TestLockWaits(t *testing.T) {
 			released := holdLock(t, path, tt.lock, 30*time.Millisecond)
 			err := tt.call(s)
 			st := s.Stats()
-			var se *sqliteError
+			var se *sqlitec.Error
 			switch {
-			case tt.wantBusy && (!errors.As(err, &se) || !isBusy(se.code) || st.LockTimeouts != 1):
+			case tt.wantBusy && (!errors.As(err, &se) || !isBusy(se.Code) || st.LockTimeouts != 1):
 				t.Errorf("got %v, stats %+v; want SQLITE_BUSY and one lock timeout", err, st)
 			case !tt.wantBusy && (err != nil || st.LockWaits == 0):
 				t.Errorf("got %v, stats %+v; want success after some lock waits", err, st)
@@ -489,22 +490,22 @@ func TestReadLockWaits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.db")
-			c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
+			c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.close()
-			if err := c.exec("CREATE TABLE t(x); INSERT INTO t VALUES(1)"); err != nil {
+			defer c.Close()
+			if err := c.Exec("CREATE TABLE t(x); INSERT INTO t VALUES(1)"); err != nil {
 				t.Fatal(err)
 			}
-			st, err := c.prepare("SELECT count(*) FROM t")
+			st, err := c.Prepare("SELECT count(*) FROM t")
 			if err != nil {
 				t.Fatal(err)
 			}
 			s := &Store{log: zap.NewNop(), busyTimeout: tt.busyTimeout}
 			released := holdLock(t, path, "BEGIN EXCLUSIVE; DELETE FROM t", 30*time.Millisecond)
 			rc := s.first(c, st)
-			c.reset(st)
+			c.Reset(st)
 			st2 := s.Stats()
 			switch {
 			case tt.wantBusy && (!isBusy(rc) || st2.LockTimeouts != 1):
@@ -560,12 +561,12 @@ func TestWriterProcesses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
-	n, err := c.queryText(`SELECT count(*) FROM posts WHERE body LIKE 'process %'`)
+	defer c.Close()
+	n, err := c.QueryText(`SELECT count(*) FROM posts WHERE body LIKE 'process %'`)
 	if want := fmt.Sprint(procs * writes); err != nil || n != want {
 		t.Errorf("posts written: %s, %v; want %s", n, err, want)
 	}
@@ -619,12 +620,12 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	alter := func(name, q string) string {
 		path := newTestDB(t)
-		c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE)
+		c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.close()
-		if err := c.exec(q); err != nil {
+		defer c.Close()
+		if err := c.Exec(q); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		return path
@@ -660,7 +661,7 @@ func TestOpenRefuses(t *testing.T) {
 func TestOpenAcceptsLayoutDifferences(t *testing.T) {
 	// The same schema written on one line each, as another tool might store it.
 	path := filepath.Join(t.TempDir(), "flat.db")
-	c, err := openConn(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
+	c, err := sqlitec.Open(path, sqlite3.SQLITE_OPEN_READWRITE|sqlite3.SQLITE_OPEN_CREATE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,10 +675,10 @@ func TestOpenAcceptsLayoutDifferences(t *testing.T) {
 		}
 		flat = append(flat, strings.Join(strings.Fields(strings.Join(lines, " ")), " "))
 	}
-	if err := c.exec(strings.Join(flat, ";\n")); err != nil {
+	if err := c.Exec(strings.Join(flat, ";\n")); err != nil {
 		t.Fatal(err)
 	}
-	c.close()
+	c.Close()
 	openTestStore(t, path, Options{})
 }
 
@@ -756,7 +757,7 @@ func username(t *testing.T, s *Store, id int64) string {
 		t.Fatal(err)
 	}
 	defer s.putReader(r)
-	name, err := r.queryText(fmt.Sprintf("SELECT username FROM users WHERE id = %d", id))
+	name, err := r.QueryText(fmt.Sprintf("SELECT username FROM users WHERE id = %d", id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +796,7 @@ func TestAllocationBudgets(t *testing.T) {
 type feedVariant struct {
 	name  string
 	sql   []string // statements, prepared on the connection in this order
-	build func(c *conn, st []uintptr, dst []byte) ([]byte, error)
+	build func(c *sqlitec.Conn, st []sqlitec.Stmt, dst []byte) ([]byte, error)
 }
 
 var feedVariants = []feedVariant{
@@ -849,33 +850,33 @@ const sqlFeedCorrelated = `SELECT p.id, p.body, p.created_at, u.username,
 FROM posts p JOIN users u ON u.id = p.user_id
 ORDER BY p.created_at DESC, p.id DESC LIMIT 20`
 
-func buildOneText(c *conn, st []uintptr, dst []byte) ([]byte, error) {
-	defer c.reset(st[0])
-	if rc := c.step(st[0]); rc != sqlite3.SQLITE_ROW {
-		return dst, c.errorFor(rc)
+func buildOneText(c *sqlitec.Conn, st []sqlitec.Stmt, dst []byte) ([]byte, error) {
+	defer c.Reset(st[0])
+	if rc := c.Step(st[0]); rc != sqlite3.SQLITE_ROW {
+		return dst, c.ErrorFor(rc)
 	}
-	return append(dst, c.columnText(st[0], 0)...), nil
+	return append(dst, c.ColumnText(st[0], 0)...), nil
 }
 
-func buildRows(c *conn, st []uintptr, dst []byte) ([]byte, error) {
-	defer c.reset(st[0])
+func buildRows(c *sqlitec.Conn, st []sqlitec.Stmt, dst []byte) ([]byte, error) {
+	defer c.Reset(st[0])
 	dst = append(dst, `{"posts":[`...)
-	rc := c.step(st[0])
-	for ; rc == sqlite3.SQLITE_ROW; rc = c.step(st[0]) {
+	rc := c.Step(st[0])
+	for ; rc == sqlite3.SQLITE_ROW; rc = c.Step(st[0]) {
 		if dst[len(dst)-1] == '}' {
 			dst = append(dst, ',')
 		}
-		dst = appendPost(dst, c.columnInt64(st[0], 0), c.columnText(st[0], 1), c.columnText(st[0], 2),
-			c.columnText(st[0], 3), c.columnInt64(st[0], 4))
+		dst = appendPost(dst, c.ColumnInt64(st[0], 0), c.ColumnText(st[0], 1), c.ColumnText(st[0], 2),
+			c.ColumnText(st[0], 3), c.ColumnInt64(st[0], 4))
 	}
 	if rc != sqlite3.SQLITE_DONE {
-		return dst, c.errorFor(rc)
+		return dst, c.ErrorFor(rc)
 	}
 	return append(dst, ']', '}'), nil
 }
 
 // prepareVariant opens a connection to path with the Store's settings and prepares v.
-func prepareVariant(tb testing.TB, path string, v feedVariant) (*conn, []uintptr) {
+func prepareVariant(tb testing.TB, path string, v feedVariant) (*sqlitec.Conn, []sqlitec.Stmt) {
 	tb.Helper()
 	s := &Store{log: zap.NewNop(), busyTimeout: time.Second}
 	opts := Options{}
@@ -884,10 +885,10 @@ func prepareVariant(tb testing.TB, path string, v feedVariant) (*conn, []uintptr
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { c.close() })
-	var sts []uintptr
+	tb.Cleanup(func() { c.Close() })
+	var sts []sqlitec.Stmt
 	for _, q := range v.sql {
-		st, err := c.prepare(q)
+		st, err := c.Prepare(q)
 		if err != nil {
 			tb.Fatalf("%s: %v", v.name, err)
 		}
@@ -997,7 +998,7 @@ func BenchmarkPost(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			c.bindInt64(st[0], 1, postID(i))
+			c.BindInt64(st[0], 1, postID(i))
 			if buf, err = buildOneText(c, st, buf[:0]); err != nil {
 				b.Fatal(err)
 			}
