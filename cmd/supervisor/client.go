@@ -111,16 +111,26 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 func printTable(w io.Writer, st statusReply) {
 	fmt.Fprintf(w, "serving %s\n", st.Addr)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns")
+	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth")
 	for _, r := range st.Workers {
 		pid := "-"
 		if r.PID != 0 {
 			pid = fmt.Sprint(r.PID)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\n", r.ID, pid, r.Status,
-			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections)
+		health := r.Health
+		if health == "" {
+			health = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\t%s\n", r.ID, pid, r.Status,
+			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections, health)
 	}
 	tw.Flush()
+	// Why a worker is unhealthy does not fit a column.
+	for _, r := range st.Workers {
+		if r.Health == cluster.HealthUnhealthy {
+			fmt.Fprintf(w, "worker %d unhealthy: %s\n", r.ID, r.HealthError)
+		}
+	}
 }
 
 // uptime formats seconds as pm2 does: 42s, 5m, 3h, 2D.

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/cluster"
 )
@@ -136,7 +137,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	ctl, err := listenControl(*socket)
+	ctl, err := listenControl(*socket, log)
 	if err != nil {
 		return err
 	}
@@ -221,8 +222,9 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 // listenControl creates the control socket, mode 0600, replacing a stale one (we hold the
-// lock, so no live supervisor owns it).
-func listenControl(path string) (net.Listener, error) {
+// lock, so no live supervisor owns it). It accepts only this user and root (see
+// sameUserListener).
+func listenControl(path string, log *zap.Logger) (net.Listener, error) {
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -232,7 +234,51 @@ func listenControl(path string) (net.Listener, error) {
 		ln.Close()
 		return nil, fmt.Errorf("restrict control socket: %w", err)
 	}
-	return ln, nil
+	return sameUserListener{ln.(*net.UnixListener), log}, nil
+}
+
+// sameUserListener accepts connections only from processes of the supervisor's own user
+// or root, by their kernel-given credentials (SO_PEERCRED). Mode 0600 keeps other users
+// out too, but only after the chmod that follows bind (the socket is born with the
+// umask's mode), and only as long as nobody loosens it; the commands behind it stop and
+// reshape the cluster, so they get a check that depends on neither.
+type sameUserListener struct {
+	*net.UnixListener
+	log *zap.Logger
+}
+
+func (l sameUserListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		uid, err := peerUID(c)
+		if err == nil && (uid == uint32(os.Geteuid()) || uid == 0) {
+			return c, nil
+		}
+		l.log.Warn("control socket: refused a connection from another user", zap.Uint32("uid", uid), zap.Error(err))
+		c.Close()
+	}
+}
+
+// peerUID is the user id of the process at the other end of c.
+func peerUID(c *net.UnixConn) (uint32, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("read peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, fmt.Errorf("read peer credentials: %w", err)
+	}
+	if cerr != nil {
+		return 0, fmt.Errorf("read peer credentials: %w", cerr)
+	}
+	return cred.Uid, nil
 }
 
 // controlHandler serves GET /status, POST /reload, POST /scale?n=N|+N|-N and POST /stop.

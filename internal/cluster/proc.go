@@ -53,6 +53,8 @@ type proc struct {
 	cpuPercent  float64
 	rss         int64
 	drainTimer  *time.Timer
+	health      string // HealthOK, HealthUnhealthy or "" (not reported)
+	healthErr   string // why unhealthy, as the worker said
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every

@@ -59,6 +59,30 @@ type WorkerStatus struct {
 	Requests    uint64  `json:"requests"`
 	RPS         float64 `json:"rps"`
 	Connections int64   `json:"connections"`
+	// Health is the worker's own check of what it depends on (the feed worker: its
+	// database), as its last stats answer said: HealthOK, HealthUnhealthy (HealthError
+	// says why), or "" when the worker reports none. The supervisor shows it and does not act
+	// on it: restarting a worker whose database is gone would turn a degraded worker that
+	// still serves reads into a crash loop.
+	Health      string `json:"health"`
+	HealthError string `json:"health_error,omitempty"`
+}
+
+// Worker health values (WorkerStatus.Health).
+const (
+	HealthOK        = "ok"
+	HealthUnhealthy = "unhealthy"
+)
+
+// healthOf reads the health a stats answer reports (see ipc.Msg): "" when it says nothing.
+func healthOf(m ipc.Msg) (health, why string) {
+	switch {
+	case m.Healthy:
+		return HealthOK, ""
+	case m.Error != "":
+		return HealthUnhealthy, m.Error
+	}
+	return "", ""
 }
 
 // slot is one worker position: a stable index, its socket and its current worker.
@@ -359,6 +383,15 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 		}
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
 		p.connections = m.Connections
+		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {
+			// Log changes only, as the worker does.
+			if h == HealthUnhealthy {
+				p.log.Error("worker reports itself unhealthy", zap.String("error", why))
+			} else if p.health != "" {
+				p.log.Info("worker healthy again")
+			}
+			p.health, p.healthErr = h, why
+		}
 	}
 }
 
@@ -528,6 +561,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.UptimeS = int64(now.Sub(p.started).Seconds())
 				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
+				r.Health, r.HealthError = p.health, p.healthErr
 			}
 			rows = append(rows, r)
 		}

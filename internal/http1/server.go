@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,7 +73,8 @@ type Server struct {
 	accepted  atomic.Uint64
 	open      atomic.Int64
 	date      atomic.Pointer[dateLine]
-	lastLimit atomic.Int64 // unix nano of the last "out of descriptors" log line
+	lastLimit atomic.Int64  // unix nano of the last "out of descriptors" log line
+	shedCount atomic.Uint64 // connections closed unserved for want of descriptors
 }
 
 // Stats are a server's counters since it started.
@@ -113,7 +115,9 @@ func (s *Server) log() *zap.Logger {
 }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own goroutine. It
-// returns ErrServerClosed after Shutdown, or the listener's error.
+// returns ErrServerClosed after Shutdown, or the listener's error. While the process is
+// out of descriptors, new connections are closed as soon as they arrive (see shed) and
+// the connections already open are served as usual.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
@@ -133,6 +137,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.serving.Done()
 	}()
 
+	// reserve is a descriptor held back for the moment the process runs out of them (see
+	// shed); nil while given away or when it could not be had.
+	reserve, _ := os.Open(os.DevNull)
+	defer func() {
+		if reserve != nil {
+			reserve.Close()
+		}
+	}()
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -140,17 +152,25 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closing.Load() {
 				return ErrServerClosed
 			}
+			if isOutOfDescriptors(err) && reserve != nil {
+				reserve = s.shed(ln, reserve, err)
+				continue
+			}
 			if isTemporary(err) {
-				// Out of descriptors or memory: existing connections keep working; we retry
-				// with backoff, as net/http does, and say why once a second at most.
+				// Out of memory, or of descriptors with no reserve to shed with: existing
+				// connections keep working; retry with backoff, as net/http does, and say
+				// why once a second at most.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.logLimit(err)
+				s.logLimit(err, "accept failing: new connections wait in the kernel queue until descriptors or memory free up")
 				time.Sleep(backoff)
 				continue
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
 		backoff = 0
+		if reserve == nil {
+			reserve, _ = os.Open(os.DevNull)
+		}
 		// A connection accepted while Shutdown closes the listener is served too: its
 		// client sent a SYN to a listening socket and has no reason to expect a reset.
 		c := &conn{srv: s, nc: nc}
@@ -160,13 +180,39 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// shed answers a full descriptor table (EMFILE, ENFILE) as libuv does for Node, hence
+// for PM2's workers: it gives the reserve descriptor back, accepts the connection that
+// waits, closes it at once, and takes the reserve again. Left in the accept queue, that
+// connection's client would wait, its request sent, until a descriptor frees up or it
+// gives up, and behind it the queue would fill until new SYNs were dropped; closed, its
+// client fails at once, and a proxy in front retries elsewhere (nginx's default
+// proxy_next_upstream does, for an upstream that closed without answering). It returns
+// the new reserve, nil when it could not be had again.
+func (s *Server) shed(ln net.Listener, reserve *os.File, cause error) *os.File {
+	reserve.Close()
+	if nc, err := ln.Accept(); err == nil {
+		nc.Close()
+		s.shedCount.Add(1)
+	}
+	s.logLimit(cause, "out of descriptors: closing new connections at once until some free up")
+	r, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil // another goroutine took the descriptor: back off until one frees up
+	}
+	return r
+}
+
+func isOutOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
 func isTemporary(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
 		errors.Is(err, syscall.ECONNABORTED)
 }
 
-func (s *Server) logLimit(err error) {
+func (s *Server) logLimit(err error, msg string) {
 	now := time.Now().UnixNano()
 	last := s.lastLimit.Load()
 	if now-last < int64(time.Second) || !s.lastLimit.CompareAndSwap(last, now) {
@@ -174,8 +220,8 @@ func (s *Server) logLimit(err error) {
 	}
 	var lim syscall.Rlimit
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	s.log().Warn("accept failing: new connections wait in the kernel queue until descriptors free up",
-		zap.Error(err), zap.Int64("open_connections", s.open.Load()),
+	s.log().Warn(msg, zap.Error(err), zap.Int64("open_connections", s.open.Load()),
+		zap.Uint64("closed_unserved", s.shedCount.Load()),
 		zap.Uint64("nofile_soft", lim.Cur), zap.Uint64("nofile_hard", lim.Max))
 }
 

@@ -60,8 +60,11 @@ type Msg struct {
 	Requests    uint64 `json:"requests,omitempty"`
 	Accepted    uint64 `json:"accepted,omitempty"`
 	Connections int64  `json:"connections,omitempty"`
-	Healthy     bool   `json:"healthy,omitempty"`
-	Error       string `json:"error,omitempty"`
+	// Healthy and Error, in a stats answer, are the worker's own health check: Healthy when
+	// it passes, Error (and not Healthy) when it fails and why. An answer with neither says
+	// nothing about health (a worker that has no check, or has not finished its first).
+	Healthy bool   `json:"healthy,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.
