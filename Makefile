@@ -12,6 +12,9 @@ JWT_SECRET ?= twelve-dollar-challenge
 export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 
 .PHONY: all build run run-worker seed reset-db test test-short seed-cache bench bench-feed fuzz vet clean
+.PHONY: nginx nginx-stop nginx-fd-demo bench-workloads
+.PHONY: ceiling ceiling-quick
+.PHONY: reliability
 
 all: build
 
@@ -72,13 +75,78 @@ bench: seed-cache
 bench-feed: build seed
 	bench/feed.sh
 
+# nginx in front of the running cluster (configs/nginx): NGINX_CONF is front (keep-alive
+# proxy), cache (plus a 10 s micro-cache on /products) or static (plus /static/ from disk).
+# Runs Debian's nginx in the background; pid, logs, temp files and cache in .cache/nginx.
+NGINX_CONF ?= front
+NGINX_PORT ?= 8080
+UPSTREAM   ?= $(HOST):$(PORT)
+NGINX_PREFIX := $(CURDIR)/.cache/nginx
+nginx:
+	NGINX_PREFIX=$(NGINX_PREFIX) NGINX_PORT=$(NGINX_PORT) UPSTREAM=$(UPSTREAM) configs/nginx/nginx.sh start $(NGINX_CONF)
+
+nginx-stop:
+	NGINX_PREFIX=$(NGINX_PREFIX) configs/nginx/nginx.sh stop
+
+# nginx-fd-demo: the $6-server article's file-descriptor lesson, nginx and our worker.
+nginx-fd-demo: build seed
+	bench/fd-demo.sh
+
+# bench-workloads: the $6-server routes direct and behind nginx (docs/workloads.md).
+bench-workloads: build seed
+	bench/workloads.sh
+
+# ceiling: the single-host ceiling (docs/ceiling.md): the scaling sweep (the cluster and one
+# GOMAXPROCS=N process for N = 1, 2, 4, ... cores), NICs emulated on a shaped loopback (root
+# only), the model to more cores and links, and SVG plots, all into CEILING_OUT.
+# ceiling-quick: the same with N in {1, 2} and 2 s runs, in under 3 minutes on 2 cores.
+CEILING_OUT ?= $(DATA)/ceiling
+# Peers in the same sweep: nginx (static) when installed; PM2 + Fastify (heavy) when
+# PEER_HEAVY names a prepared copy of the node-heavy peer (docs/ceiling.md). PM2: the pm2
+# binary when not on PATH. Either missing: that peer is skipped with a note.
+PEER_HEAVY ?=
+PM2 ?=
+CEILING_PEERS = $(if $(PEER_HEAVY),-peer-heavy $(PEER_HEAVY)) $(if $(PM2),-pm2 $(PM2))
+ceiling: build seed
+	$(GO) build -o $(BIN)/ ./bench/autocannon
+	$(BIN)/ceiling sweep -out $(CEILING_OUT) $(CEILING_PEERS)
+	$(BIN)/ceiling nic -out $(CEILING_OUT)
+	$(BIN)/ceiling model -results $(CEILING_OUT)
+
+ceiling-quick: build seed
+	$(GO) build -o $(BIN)/ ./bench/autocannon
+	$(BIN)/ceiling sweep -quick -out $(CEILING_OUT)-quick $(CEILING_PEERS)
+	$(BIN)/ceiling nic -quick -out $(CEILING_OUT)-quick
+	$(BIN)/ceiling model -results $(CEILING_OUT)-quick
+
+# reliability: the hostile-conditions tests, slow ones included (ONEHOST_SLOW=1: slowloris
+# and non-reading clients past the 10 s timeouts, a load above capacity, kill -9 of the
+# cluster on a copy of the seed), without -race so the figures are real; their output is
+# what docs/reliability.md records.
+reliability: seed-cache
+	@mkdir -p $(DATA)
+	ONEHOST_SLOW=1 $(GO) test -count=1 -v -timeout 15m -run 'TestReliability|TestHealth|TestDescriptorExhaustion|TestSlowClients|TestOverload|TestFifteenThousandKeepAlives' \
+		./cmd/supervisor/ ./cmd/worker/ > $(DATA)/reliability.log 2>&1; s=$$?; grep -v '^ *{"level"' $(DATA)/reliability.log; exit $$s
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/http1/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateBody$$' -fuzztime 60s ./internal/feed/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime 30s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime 30s ./internal/jsonstr/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 60s ./internal/token/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime 60s ./internal/heavy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseQuery$$' -fuzztime 30s ./internal/heavy/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnescape$$' -fuzztime 10s ./internal/urlquery/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePage$$' -fuzztime 10s ./internal/shop/
+	$(GO) test -run '^$$' -fuzz '^FuzzNotModified$$' -fuzztime 10s ./internal/shop/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
+	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
+	for f in FuzzParseAutocannon FuzzParseWrk FuzzParsePIDStat FuzzParseHostStat FuzzParseNetDev FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/ceiling/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseQdisc$$' -fuzztime 10s ./internal/ceiling/linkshape/
+	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime 30s ./internal/frontproxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseVersion$$' -fuzztime 10s ./internal/frontproxy/
 
 clean:
 	rm -rf $(BIN) .cache

@@ -1,0 +1,70 @@
+// Command ceiling finds the single-host ceiling of the cluster: what runs out first (CPU,
+// the NIC, the load generator, descriptors or SQLite's write lock) as workers are added,
+// and a model that extends the measurements to more cores and faster links.
+//
+// Usage:
+//
+//	ceiling sweep [-quick] [-out DIR] [-n 1,2,4] [-workloads mix,feed,heavy,hello,static] [-peer-heavy DIR] ...
+//	ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] ...   (root)
+//	ceiling model [-results DIR|FILE,...] [-cores 12] [-nic 10g] [-plots DIR]
+//
+// `sweep` starts the cluster (bin/supervisor) and one GOMAXPROCS=N worker for each N,
+// drives each workload with bin/autocannon (wrk for the mix, or when autocannon is
+// missing) pinned to other cores, and writes DIR/sweep/ceiling.json (the machine, the
+// command and every run) and runs.jsonl. Beside them, at the same N, it measures the
+// peers when present: PM2's cluster mode running the Fastify heavy PATCH (-peer-heavy)
+// and nginx serving the static page. `nic` does the same inside a private network
+// namespace whose loopback is shaped to each rate (DIR/nic/). `model` fits the model to
+// the results, prints predictions and their error against every run, and draws SVG plots.
+// Each run prints one line: workload=heavy n=4 mode=cluster rps=... verdict=cpu evidence="...".
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ceiling:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  ceiling sweep [-quick] [-out DIR] [-n LIST] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
+                [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] ...
+  ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] [-workloads heavy,static] ...
+  ceiling model [-results DIR|FILE,...] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
+  ceiling pin -cpus LIST -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
+Run 'ceiling COMMAND -h' for a command's flags.`
+
+// run is the whole program, so tests can call it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "sweep":
+		return runSweep(ctx, args[1:], getenv, stdout, stderr)
+	case "nic":
+		return runNIC(ctx, args[1:], getenv, stdout, stderr)
+	case "model":
+		return runModel(args[1:], stdout, stderr)
+	case "pin":
+		return runPin(args[1:], stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	fmt.Fprintln(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onehost/onehost/internal/ceiling"
+)
+
+// helperEnv makes the test binary run `ceiling` itself with its arguments (for pin, which
+// replaces the process).
+const helperEnv = "CEILING_CMD_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "ceiling:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestRunErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "no command given"},
+		{"unknown command", []string{"bench"}, `unknown command "bench"`},
+		{"model without results", []string{"model", "-results", "/nonexistent/dir"}, "read results"},
+		{"model with a bad link", []string{"model", "-nic", "fast"}, `parse link rate "fast"`},
+		{"sweep with a bad N", []string{"sweep", "-n", "1,x"}, `"x" is not a positive integer`},
+		{"nic with a bad rate", []string{"nic", "-rates", "1gbit,zz"}, `parse link rate "zz"`},
+		{"pin without command", []string{"pin", "-cpus", "0"}, "no command given"},
+		{"pin with a bad list", []string{"pin", "-cpus", "x", "true"}, "parse cpu list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), tc.args, func(string) string { return "" }, &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPin(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "pin", "-cpus", "0", "--", "/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[1] != "0" {
+		t.Errorf("got %q, want Cpus_allowed_list: 0", out)
+	}
+}
+
+func TestModelCommand(t *testing.T) {
+	dir := t.TempDir()
+	sw := ceiling.Sweep{Machine: ceiling.Machine{CPUModel: "Test", Cores: 16, Allowed: 16}}
+	for _, n := range []int{1, 2, 4} {
+		rps := float64(n) * 10000 / (1 + 0.05*float64(n-1))
+		sw.Runs = append(sw.Runs, ceiling.Run{Workload: "heavy", Mode: ceiling.ModeCluster, Purpose: ceiling.PurposeSweep,
+			N: n, Requests: int64(rps * 3), RPS: rps, ServerCPUUsPerReq: 100, BytesPerReq: 32900, Verdict: ceiling.VerdictCPU})
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sweep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.WriteJSON(filepath.Join(dir, "sweep", ceiling.ResultFile)); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"model", "-results", dir, "-cores", "12", "-nic", "10g"}, os.Getenv, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	// 100 µs/req, alpha 0.05: 5 cores (41,667) pass 10 GbE's 35,900 responses of 32,900 B.
+	for _, want := range []string{"## Prediction: 12 cores behind 10 GbE", "workload=heavy nic_ceiling_at_cores: 1 GbE=1 10 GbE=5"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, f := range []string{"model.md", "model.json", "plots/throughput-heavy.svg", "plots/cpu-per-request.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("model wrote no %s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/onehost/onehost/internal/ceiling"
+	"github.com/onehost/onehost/internal/ceiling/linkshape"
+)
+
+// common are the flags sweep and nic share.
+type common struct {
+	quick                                   bool
+	out, work                               string
+	supervisor, worker, autocannon, wrk     string
+	config, seed, tokens, mixScript, secret string
+	workloads, n, genCPUs                   string
+	d, warmup                               time.Duration
+	connsPerWorker, pipelining, serverCPU0  int
+	noPin, keep                             bool
+	logLevel                                string
+}
+
+func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string) *common {
+	c := &common{}
+	fs.BoolVar(&c.quick, "quick", false, "a short run for a small machine: N in {1,2}, 2 s per run (flags given explicitly still win)")
+	fs.StringVar(&c.out, "out", "data/ceiling", "results directory")
+	fs.StringVar(&c.work, "work", "", "scratch directory for database copies and logs (default: a new temporary one, removed afterwards)")
+	fs.StringVar(&c.supervisor, "supervisor", sibling("supervisor", "bin/supervisor"), "supervisor binary")
+	fs.StringVar(&c.worker, "worker", sibling("worker", "bin/worker"), "worker binary")
+	fs.StringVar(&c.autocannon, "autocannon", sibling("autocannon", "bin/autocannon"), "autocannon binary (absent: wrk runs every workload)")
+	fs.StringVar(&c.wrk, "wrk", sibling("wrk", "wrk"), "wrk binary (the mix; and every workload without autocannon)")
+	fs.StringVar(&c.config, "config", "configs/cluster.yaml", "the supervisor's configuration")
+	fs.StringVar(&c.seed, "seed", "data/seed.db", "seed database (generated into the scratch directory when missing)")
+	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "token file for the mix (written into the scratch directory when missing)")
+	fs.StringVar(&c.mixScript, "mix-script", "bench/mix.lua", "wrk script of the challenge mix")
+	fs.StringVar(&c.secret, "jwt-secret", envOr(getenv, "JWT_SECRET", "twelve-dollar-challenge"), "HS256 secret (env JWT_SECRET)")
+	fs.StringVar(&c.workloads, "workloads", defWorkloads, "workloads to run: mix, feed, heavy, hello, static")
+	fs.StringVar(&c.genCPUs, "gen-cpus", "", "the generator's cores (default: those the server does not use, else all)")
+	fs.DurationVar(&c.d, "d", 3*time.Second, "measured duration per run (whole seconds)")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds; 0 none)")
+	fs.IntVar(&c.connsPerWorker, "conns-per-worker", 16, "connections per server worker or core (defeats SO_REUSEPORT's hash imbalance)")
+	fs.IntVar(&c.pipelining, "p", 1, "requests in flight per connection (autocannon only)")
+	fs.IntVar(&c.serverCPU0, "server-cpu0", 0, "the server runs on cores server-cpu0 .. server-cpu0+N-1")
+	fs.BoolVar(&c.noPin, "no-pin", false, "pin nothing (server and generator share every core)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the scratch directory (server logs)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "debug, info, warn or error")
+	return c
+}
+
+func envOr(getenv func(string) string, k, d string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+// sibling is the program name beside this executable when it exists there, else def.
+func sibling(name, def string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return def
+	}
+	p := filepath.Join(filepath.Dir(exe), name)
+	if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		return p
+	}
+	return def
+}
+
+// explicit reports which flags were given on the command line.
+func explicit(fs *flag.FlagSet) map[string]bool {
+	m := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("parse list %q: %q is not a positive integer", s, f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("parse list %q: empty", s)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func newLogger(w io.Writer, level string) (*zap.Logger, error) {
+	lvl, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log-level: %w", err)
+	}
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+// prepared is what a sweep or nic run needs beyond its flags.
+type prepared struct {
+	cfg     ceiling.SweepConfig
+	sweep   *ceiling.Sweep
+	dir     string // results subdirectory
+	jsonl   *os.File
+	cleanup func()
+}
+
+// prepare makes the scratch directory, finds or generates the seed and tokens, and opens
+// the results files under out/sub.
+func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdout, stderr io.Writer) (*prepared, error) {
+	p := &prepared{cleanup: func() {}}
+	work := c.work
+	if work == "" {
+		d, err := os.MkdirTemp("", "ceiling-")
+		if err != nil {
+			return nil, fmt.Errorf("create scratch directory: %w", err)
+		}
+		work = d
+		if !c.keep {
+			p.cleanup = func() { os.RemoveAll(d) }
+		}
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, fmt.Errorf("create scratch directory: %w", err)
+	}
+	fail := func(err error) (*prepared, error) { p.cleanup(); return nil, err }
+	seedDB, tokens := c.seed, c.tokens
+	if _, err := os.Stat(seedDB); err != nil {
+		seedDB = filepath.Join(work, "seed.db")
+		tokens = filepath.Join(work, "tokens.json")
+		fmt.Fprintf(stderr, "ceiling: no seed at %s: generating %s (~15 s)\n", c.seed, seedDB)
+		if err := c.seedCmd(ctx, seedDB, tokens, stderr); err != nil {
+			return fail(err)
+		}
+	} else if _, err := os.Stat(tokens); err != nil {
+		tokens = filepath.Join(work, "tokens.json")
+		if err := c.seedCmd(ctx, seedDB, tokens, stderr); err != nil {
+			return fail(err)
+		}
+	}
+	all := ceiling.DefaultWorkloads(c.mixScript)
+	wls, err := ceiling.SelectWorkloads(all, splitList(c.workloads))
+	if err != nil {
+		return fail(err)
+	}
+	var gen []int
+	if c.genCPUs != "" {
+		if gen, err = ceiling.ParseCPUList(c.genCPUs); err != nil {
+			return fail(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(fmt.Errorf("find this executable (for pinning): %w", err))
+	}
+	p.dir = filepath.Join(c.out, sub)
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return fail(fmt.Errorf("create results directory: %w", err))
+	}
+	if p.jsonl, err = os.OpenFile(filepath.Join(p.dir, "runs.jsonl"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644); err != nil {
+		return fail(fmt.Errorf("create results: %w", err))
+	}
+	prev := p.cleanup
+	p.cleanup = func() { p.jsonl.Close(); prev() }
+	p.sweep = &ceiling.Sweep{Command: os.Args, Started: time.Now().UTC().Truncate(time.Second), Machine: ceiling.ReadMachine()}
+	resultPath := filepath.Join(p.dir, ceiling.ResultFile)
+	p.cfg = ceiling.SweepConfig{
+		Supervisor: c.supervisor, Worker: c.worker, Autocannon: c.autocannon, Wrk: c.wrk,
+		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
+		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker,
+		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin,
+		Pin: selfPin(self), Logger: log,
+		Report: func(r ceiling.Run) {
+			fmt.Fprintln(stdout, r.Line())
+			ceiling.AppendJSONLine(p.jsonl, r)
+			p.sweep.Runs = append(p.sweep.Runs, r)
+			if err := p.sweep.WriteJSON(resultPath); err != nil {
+				log.Warn("write results", zap.Error(err))
+			}
+		},
+	}
+	if c.warmup == 0 {
+		p.cfg.Warmup = -1
+	}
+	return p, nil
+}
+
+// seedCmd runs `worker seed` to write the seed (when missing) and the token file.
+func (c *common) seedCmd(ctx context.Context, db, tokens string, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, c.worker, "seed", "-db", db, "-tokens", tokens)
+	cmd.Env = append(os.Environ(), "JWT_SECRET="+c.secret)
+	cmd.Stderr = stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("generate seed with %s: %w", c.worker, err)
+	}
+	return nil
+}
+
+// finish writes the results file once more (with the notes) and says where it is.
+func (p *prepared) finish(s *ceiling.Sweeper, stderr io.Writer) error {
+	p.sweep.Notes = append(p.sweep.Notes, s.Notes()...)
+	path := filepath.Join(p.dir, ceiling.ResultFile)
+	if err := p.sweep.WriteJSON(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "ceiling: %d runs written to %s\n", len(p.sweep.Runs), path)
+	return nil
+}
+
+func runSweep(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ceiling sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := addCommon(fs, getenv, "hello,static,feed,heavy,mix")
+	ns := fs.String("n", "", "worker counts (default: 1, 2, 4, ... up to the cores this process may use, and that count)")
+	modes := fs.String("modes", "cluster,single,pm2,nginx", "cluster (the supervisor), single (one GOMAXPROCS=N worker), and the peers: pm2 (PM2 cluster mode running the Fastify heavy PATCH) and nginx (the static page); a missing peer is skipped")
+	peerHeavy := fs.String("peer-heavy", "", "the Fastify heavy peer for -modes pm2: a directory with heavy.js and node_modules (docs/ceiling.md); empty: pm2 skipped")
+	pm2 := fs.String("pm2", "pm2", "pm2 binary (pm2 mode)")
+	nginx := fs.String("nginx", "", "nginx binary (nginx mode; default: nginx on PATH, else /usr/sbin/nginx)")
+	nginxConf := fs.String("nginx-conf", "configs/nginx/static.conf", "nginx template for the nginx mode")
+	staticRoot := fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
+	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
+	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
+	}
+	set := explicit(fs)
+	machine := ceiling.ReadMachine()
+	var nlist []int
+	var err error
+	switch {
+	case *ns != "":
+		if nlist, err = parseInts(*ns); err != nil {
+			return err
+		}
+	case c.quick:
+		nlist = []int{1}
+		if machine.Allowed >= 2 {
+			nlist = append(nlist, 2)
+		}
+	default:
+		for n := 1; n < machine.Allowed; n *= 2 {
+			nlist = append(nlist, n)
+		}
+		nlist = append(nlist, machine.Allowed)
+	}
+	if c.quick && !set["d"] {
+		c.d = 2 * time.Second
+	}
+	if *imbN < 0 {
+		*imbN = nlist[len(nlist)-1]
+	}
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+
+	// Each mode runs the workloads it serves (a peer only its own), one server start per N.
+	runs, starts := 0, 0
+	for _, m := range splitList(*modes) {
+		k := 0
+		for _, w := range splitList(c.workloads) {
+			if ceiling.ServesWorkload(m, w) {
+				k++
+			}
+		}
+		runs += len(nlist) * k
+		if k > 0 {
+			starts += len(nlist)
+		}
+	}
+	est := float64(runs)*(c.d.Seconds()+c.warmup.Seconds()+0.6) + float64(starts)*2.5
+	if *imbN > 1 {
+		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
+	}
+	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up): about %.0f s\n",
+		nlist, *modes, c.workloads, runs, c.d, c.warmup, est)
+
+	p, err := c.prepare(ctx, "sweep", log, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer p.cleanup()
+	p.cfg.Ns = nlist
+	p.cfg.Modes = splitList(*modes)
+	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *imbN, *imbConns
+	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
+	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
+	s, err := ceiling.NewSweeper(p.cfg)
+	if err != nil {
+		return err
+	}
+	for _, n := range s.Notes() {
+		fmt.Fprintln(stderr, "ceiling sweep:", n)
+	}
+	err = s.Sweep(ctx)
+	for _, c := range ceiling.ComparePeers(p.sweep.Runs) {
+		fmt.Fprintln(stdout, c.Line())
+	}
+	if ferr := p.finish(s, stderr); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// insideEnv marks the nic command re-executed inside its private network namespace.
+const insideEnv = "CEILING_IN_NETNS"
+
+func runNIC(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ceiling nic", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := addCommon(fs, getenv, "heavy,static")
+	n := fs.Int("n", 1, "workers (cluster) or GOMAXPROCS (single)")
+	mode := fs.String("mode", "cluster", "cluster or single")
+	rates := fs.String("rates", "100mbit,1gbit,10gbit", "link rates to emulate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("nic: unexpected argument %q", fs.Arg(0))
+	}
+	set := explicit(fs)
+	if c.quick && !set["d"] {
+		c.d = 2 * time.Second
+	}
+	var rs []float64
+	for _, s := range splitList(*rates) {
+		r, err := ceiling.ParseBits(s)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
+	}
+	if getenv(insideEnv) != "1" {
+		return reexecInNetns(ctx, args, stdout, stderr, len(rs)*len(splitList(c.workloads)), c)
+	}
+
+	// Inside the namespace: only its own loopback exists, so nothing can leave the host.
+	if err := linkshape.LoopbackUp(); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	p, err := c.prepare(ctx, "nic", log, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer p.cleanup()
+	p.cfg.Ns, p.cfg.Modes = []int{*n}, []string{*mode}
+	p.sweep.Notes = append(p.sweep.Notes,
+		"loopback of a private network namespace shaped by a tbf qdisc: requests, responses and ACKs share the token bucket (lo_bytes_per_s counts them all)")
+	s, err := ceiling.NewSweeper(p.cfg)
+	if err != nil {
+		return err
+	}
+	err = s.NIC(ctx, *mode, *n, rs, func(bits float64) (string, error) {
+		t := linkshape.TBF{BitsPerS: bits}
+		return t.TC("lo"), linkshape.Replace("lo", t)
+	})
+	if ferr := p.finish(s, stderr); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// reexecInNetns runs this command again in a new network namespace, or explains why not.
+func reexecInNetns(ctx context.Context, args []string, stdout, stderr io.Writer, runs int, c *common) error {
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(stderr, "ceiling nic: skipped: emulating a NIC needs root (a private network namespace and a qdisc on its loopback); euid is %d\n", os.Geteuid())
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("nic: find this executable: %w", err)
+	}
+	fmt.Fprintf(stderr, "ceiling nic: %d runs of %v (+%v warm-up) in a private network namespace: about %.0f s\n",
+		runs, c.d, c.warmup, float64(runs)*(c.d.Seconds()+c.warmup.Seconds()+0.6)+3)
+	cmd := exec.CommandContext(ctx, self, append([]string{"nic"}, args...)...)
+	cmd.Env = append(os.Environ(), insideEnv+"=1")
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && errors.Is(err, syscall.EPERM) {
+		fmt.Fprintf(stderr, "ceiling nic: skipped: cannot create a network namespace here: %v\n", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nic: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package ceiling finds and explains the single-host ceiling of the cluster: it runs the
+// scaling sweep (the supervisor with N workers against one GOMAXPROCS=N worker, a load
+// generator pinned to other cores), measures what each run cost (server CPU per request,
+// bytes per request, the generator's own CPU, host CPU and loopback bytes from /proc),
+// names what ran out first (Judge: cpu, nic, generator, fd or sqlite), fits a small model
+// that extends the measured points to more cores and faster links (Fit, Model.Predict),
+// and draws the results as SVG without dependencies (Chart).
+//
+// The sweep starts real processes (bin/supervisor, bin/worker, bin/autocannon or wrk) and
+// reads Linux /proc; everything else is pure functions of recorded Runs, so a result file
+// from another machine can be modelled and plotted here. The NIC is emulated by shaping a
+// private network namespace's loopback (see package linkshape); the sweep never sends
+// traffic to any address but 127.0.0.1.
+//
+// Non-goals: a load generator of its own (it drives bin/autocannon or wrk), statistical
+// rigour beyond one run per cell (the sweep is a map of where the ceiling lies, and each
+// run says how it was measured so it can be repeated).
+package ceiling

@@ -1,0 +1,480 @@
+package ceiling
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/frontproxy"
+)
+
+// Peers in the same run: what a user would otherwise deploy, measured in the same sweep
+// at the same N, with the same generator, pinning and connections as our cluster, so the
+// report gives ratios rather than absolutes from different days and machines.
+//
+//   - ModePM2: PM2's cluster mode (`pm2 start heavy.js -i N`) running the Fastify
+//     implementation of the heavy PATCH (the node-heavy peer), for the heavy workload.
+//   - ModeNginx: nginx with N worker processes serving the static page from disk
+//     (configs/nginx/static.conf through package frontproxy), for the static workload.
+//
+// peerWorkload is the one workload each peer stands in for.
+var peerWorkload = map[string]string{ModePM2: "heavy", ModeNginx: "static"}
+
+func isPeer(mode string) bool { _, ok := peerWorkload[mode]; return ok }
+
+// ServesWorkload reports whether a server of mode runs workload: the cluster and the one
+// process run every workload, a peer only the one it stands in for (PM2 the heavy PATCH,
+// nginx the static page).
+func ServesWorkload(mode, workload string) bool {
+	if w, ok := peerWorkload[mode]; ok {
+		return w == workload
+	}
+	return true
+}
+
+// workloadsFor are the configured workloads a server of mode runs.
+func (s *Sweeper) workloadsFor(mode string) []Workload {
+	var out []Workload
+	for _, w := range s.cfg.Workloads {
+		if ServesWorkload(mode, w.Name) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// peerSetup is what findPeers found: the programs and files each peer runs with, and
+// why a peer is skipped.
+type peerSetup struct {
+	skip       map[string]string // mode -> why it is skipped
+	pm2        string            // pm2 binary, resolved
+	heavyDir   string            // absolute peer directory
+	nginx      string            // nginx binary, resolved
+	nginxTmpl  []byte
+	staticRoot string // absolute
+}
+
+// findPeers resolves each requested peer that has a workload to run, and notes (once)
+// each one that cannot run, so a machine without node, pm2 or nginx still sweeps.
+func (s *Sweeper) findPeers() {
+	s.peers.skip = make(map[string]string)
+	for _, m := range s.cfg.Modes {
+		if !isPeer(m) || len(s.workloadsFor(m)) == 0 {
+			continue
+		}
+		var why string
+		switch m {
+		case ModePM2:
+			why = s.findPM2()
+		case ModeNginx:
+			why = s.findNginx()
+		}
+		if why != "" {
+			s.peers.skip[m] = why
+			s.notes = append(s.notes, fmt.Sprintf("peer %s (%s) skipped: %s", m, peerWorkload[m], why))
+		}
+	}
+}
+
+func (s *Sweeper) findPM2() string {
+	if s.cfg.PeerHeavyDir == "" {
+		return "no Fastify peer directory given (ceiling sweep -peer-heavy DIR, make PEER_HEAVY=DIR; docs/ceiling.md says how to prepare one)"
+	}
+	dir, err := filepath.Abs(s.cfg.PeerHeavyDir)
+	if err != nil {
+		return err.Error()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "heavy.js")); err != nil {
+		return fmt.Sprintf("no heavy.js in %s", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
+		return fmt.Sprintf("no node_modules/fastify in %s (run npm install there)", dir)
+	}
+	bin := s.cfg.PM2
+	if bin == "" {
+		bin = "pm2"
+	}
+	pm2, err := exec.LookPath(bin)
+	if err != nil {
+		return fmt.Sprintf("pm2 not found (%v): npm install -g pm2, or give the path of node_modules/.bin/pm2", err)
+	}
+	if interp := shebang(pm2); strings.Contains(interp, "node") {
+		if _, err := exec.LookPath("node"); err != nil {
+			return fmt.Sprintf("%s runs on node (%s), which is not on PATH", pm2, interp)
+		}
+	}
+	s.peers.pm2, s.peers.heavyDir = pm2, dir
+	return ""
+}
+
+// shebang is the interpreter line of a script ("/usr/bin/env node"), "" for a binary.
+func shebang(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if !strings.HasPrefix(line, "#!") {
+		return ""
+	}
+	return strings.TrimSpace(line[2:])
+}
+
+func (s *Sweeper) findNginx() string {
+	var err error
+	bin := s.cfg.Nginx
+	if bin == "" {
+		bin, err = frontproxy.LookPath()
+	} else if bin, err = exec.LookPath(bin); err != nil {
+		err = fmt.Errorf("nginx not found: %w", err)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	tmpl := s.cfg.NginxTemplate
+	if tmpl == "" {
+		tmpl = "configs/nginx/static.conf"
+	}
+	b, err := os.ReadFile(tmpl)
+	if err != nil {
+		return fmt.Sprintf("read the nginx template: %v", err)
+	}
+	root := s.cfg.StaticRoot
+	if root == "" {
+		root = "internal/shop/static"
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return err.Error()
+	}
+	for _, w := range s.workloadsFor(ModeNginx) {
+		file := filepath.Join(root, strings.TrimPrefix(w.Path, "/static/"))
+		if _, err := os.Stat(file); err != nil {
+			return fmt.Sprintf("nothing to serve for %s: %v", w.Path, err)
+		}
+	}
+	s.peers.nginx, s.peers.nginxTmpl, s.peers.staticRoot = bin, b, root
+	return ""
+}
+
+// startPM2 runs `pm2 start heavy.js -i N --no-daemon` pinned to the server's cores, with
+// a private PM2_HOME, and waits until its N workers run and the port answers.
+//
+// --no-daemon keeps PM2's God daemon in the process the sweep started instead of a
+// detached one: it is the sweep's child, so it is waited for, dies with the sweep
+// (Pdeathsig; its cluster workers exit when their channel to it closes), and its tree
+// (God and its workers, which it forks and so pins along) is the server's CPU. A daemon
+// would be reparented away from the sweep, and any pm2 command that finds no daemon starts
+// one. The God's pid is also read from PM2_HOME/pm2.pid and sampled, in case a pm2
+// version daemonizes anyway.
+func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Server, error) {
+	home := filepath.Join(dir, "pm2")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("start pm2: %w", err)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	script := filepath.Join(s.peers.heavyDir, "heavy.js")
+	env := []string{"PM2_HOME=" + home, "PORT=" + port}
+	argv := []string{s.peers.pm2, "start", script, "-i", strconv.Itoa(srv.N), "--no-daemon"}
+	if srv.CPUs != nil {
+		argv = s.cfg.Pin(srv.CPUs, argv)
+	}
+	srv.Argv = append(append([]string(nil), env...), argv...)
+	logf, err := os.Create(srv.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("start pm2: %w", err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = s.peers.heavyDir
+	cmd.Env = append(append([]string(nil), s.cfg.Environ...), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start pm2 %s: %w", argv[0], err)
+	}
+	srv.cmd, srv.pid = cmd, cmd.Process.Pid
+	go func() { srv.waitErr = cmd.Wait(); close(srv.exited) }()
+	srv.stop = func() error { return s.stopPM2(srv, home, script) }
+	s.log.Info("pm2 started", zap.Int("n", srv.N), zap.Int("pid", srv.pid))
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		god, _ := readPIDFile(filepath.Join(home, "pm2.pid"))
+		if god > 0 {
+			roots := []int{srv.pid}
+			if god != srv.pid {
+				roots = append(roots, god)
+			}
+			workers := processesRunning(processTree(roots), script)
+			if len(workers) >= srv.N && dialable(addr) {
+				srv.roots, srv.Addr = roots, addr
+				return srv, nil
+			}
+		}
+		select {
+		case <-srv.exited:
+			b, _ := os.ReadFile(srv.logPath)
+			srv.stop()
+			return nil, fmt.Errorf("start pm2: %s exited (%v): %s", argv[0], srv.waitErr, tail(plain(b), 600))
+		case <-ctx.Done():
+			srv.stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			srv.stop()
+			b, _ := os.ReadFile(srv.logPath)
+			return nil, fmt.Errorf("start pm2: %d workers of %s not serving %s after 60 s: %s", srv.N, script, addr, tail(plain(b), 600))
+		}
+	}
+}
+
+// stopPM2 runs `pm2 kill` against the private PM2_HOME while the God the sweep started
+// still runs (it stops the workers and exits, and the sweep reaps it), kills it after
+// 10 s, kills any worker of the peer's script still left, and removes PM2_HOME.
+func (s *Sweeper) stopPM2(srv *Server, home, script string) error {
+	workers := processesRunning(processTree(srv.sampled()), script)
+	select {
+	case <-srv.exited:
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		kill := exec.CommandContext(ctx, s.peers.pm2, "kill")
+		kill.Env = append(append([]string(nil), s.cfg.Environ...), "PM2_HOME="+home)
+		kill.Dir = home
+		out, err := kill.CombinedOutput()
+		cancel()
+		if err != nil {
+			s.log.Warn("pm2 kill", zap.Error(err), zap.String("output", tail(out, 300)))
+		}
+		select {
+		case <-srv.exited:
+		case <-time.After(10 * time.Second):
+			srv.cmd.Process.Kill()
+			<-srv.exited
+		}
+	}
+	// Only processes still running the script: a pid reused meanwhile is left alone.
+	for _, pid := range processesRunning(workers, script) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	os.RemoveAll(home)
+	var ee *exec.ExitError
+	if srv.waitErr != nil && !errors.As(srv.waitErr, &ee) {
+		return fmt.Errorf("stop pm2: %w", srv.waitErr)
+	}
+	return nil
+}
+
+// ansiEscape is a terminal colour sequence, as PM2 writes around its log lines.
+var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// plain is b without terminal colours, for an error message.
+func plain(b []byte) []byte { return ansiEscape.ReplaceAll(b, nil) }
+
+// readPIDFile reads a pid file such as PM2_HOME/pm2.pid.
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read pid file: %w", err)
+	}
+	return parsePIDFile(b)
+}
+
+// parsePIDFile decodes a pid file: a positive decimal pid, surrounding space allowed.
+func parsePIDFile(b []byte) (int, error) {
+	s := string(bytes.TrimSpace(b))
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 || strings.HasPrefix(s, "+") {
+		return 0, fmt.Errorf("parse pid file: %q is not a pid", s)
+	}
+	return pid, nil
+}
+
+// processesRunning are those of pids whose command line has arg as one of its arguments
+// (not the program itself: PM2's workers are "node /path/heavy.js").
+func processesRunning(pids []int, arg string) []int {
+	var out []int
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err == nil && cmdlineHas(b, arg) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// cmdlineHas reports whether a /proc/PID/cmdline holds arg as an argument after the
+// program. The arguments are NUL-separated, unless the process rewrote them for its
+// title, as Node does for process.title (PM2 sets it): then they are one string of
+// space-separated words padded with NULs. Words are compared, so arg must hold no space.
+func cmdlineHas(cmdline []byte, arg string) bool {
+	words := strings.FieldsFunc(string(cmdline), func(r rune) bool { return r == 0 || r == ' ' })
+	return len(words) > 1 && slices.Contains(words[1:], arg)
+}
+
+// startNginx runs nginx with N worker processes on the static template through package
+// frontproxy, pinned to the server's cores: the sweep's Pin wraps nginx's command line
+// (frontproxy.Options.Wrap), so the affinity is set before nginx forks and every worker
+// inherits it, the same way the cluster's workers inherit the supervisor's. (Not
+// worker_cpu_affinity: that would need a template change and leaves the master unpinned;
+// not sched_setaffinity after the start: that races with the workers' first requests.)
+func (s *Sweeper) startNginx(ctx context.Context, srv *Server, dir string) (*Server, error) {
+	logf, err := os.Create(srv.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("start nginx: %w", err)
+	}
+	defer logf.Close()
+	opt := frontproxy.Options{
+		Binary: s.peers.nginx,
+		Prefix: filepath.Join(dir, "nginx"),
+		Params: frontproxy.Params{StaticRoot: s.peers.staticRoot, WorkerProcesses: srv.N, RlimitNofile: nofileLimit()},
+		Stderr: logf,
+	}
+	if srv.CPUs != nil {
+		cpus := srv.CPUs
+		opt.Wrap = func(argv []string) []string { return s.cfg.Pin(cpus, argv) }
+	}
+	px, err := frontproxy.Start(ctx, s.peers.nginxTmpl, opt)
+	if err != nil {
+		return nil, fmt.Errorf("start nginx: %w", err)
+	}
+	srv.pid, srv.Addr, srv.Argv = px.Pid(), px.Addr(), px.Argv()
+	// The error log, so a run's errors reach its ErrorText as the workers' logs do.
+	srv.logPath = filepath.Join(px.Prefix(), "error.log")
+	srv.stop = px.Stop
+	s.log.Info("nginx started", zap.Int("n", srv.N), zap.Int("pid", srv.pid))
+	return srv, nil
+}
+
+// nofileLimit is worker_rlimit_nofile for nginx: frontproxy's default, or the hard limit
+// when lower, since only a privileged nginx may raise it and an unprivileged one logs an
+// alert.
+func nofileLimit() int {
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) == nil && r.Max < frontproxy.DefaultRlimitNofile {
+		return int(r.Max)
+	}
+	return frontproxy.DefaultRlimitNofile
+}
+
+// freePort returns 127.0.0.1:PORT with a port the kernel just handed out and released.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("pick a port: %w", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}
+
+func dialable(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// PeerComparison is our cluster against a peer at one N of one sweep, as ratios.
+type PeerComparison struct {
+	Workload string `json:"workload"`
+	Peer     string `json:"peer"` // ModePM2 or ModeNginx
+	N        int    `json:"n"`
+	Ours     Run    `json:"ours"`
+	Theirs   Run    `json:"theirs"`
+	// RPSRatio is our req/s ÷ the peer's: above 1 we served more. CPURatio is our server
+	// CPU per request ÷ the peer's: below 1 we spent less. BytesRatio is our response
+	// bytes per request ÷ the peer's (the payloads need not match byte for byte). 0: not
+	// comparable (a run skipped or empty).
+	RPSRatio   float64 `json:"rps_ratio"`
+	CPURatio   float64 `json:"cpu_ratio"`
+	BytesRatio float64 `json:"bytes_ratio"`
+}
+
+// ComparePeers pairs each peer run of the sweep (unshaped) with the cluster's run of the
+// same workload and N, in the order of the peer runs. A peer run with no cluster run
+// beside it, or skipped, is still listed, with zero ratios.
+func ComparePeers(runs []Run) []PeerComparison {
+	ours := make(map[string]Run)
+	key := func(r Run) string { return fmt.Sprintf("%s/%d", r.Workload, r.N) }
+	for _, r := range runs {
+		if r.Mode == ModeCluster && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 {
+			if prev, ok := ours[key(r)]; !ok || prev.Skipped != "" {
+				ours[key(r)] = r
+			}
+		}
+	}
+	ratio := func(a, b float64) float64 {
+		if a <= 0 || b <= 0 {
+			return 0
+		}
+		return round(a/b, 3)
+	}
+	var out []PeerComparison
+	for _, r := range runs {
+		if !isPeer(r.Mode) || r.Purpose != PurposeSweep || r.LinkBitsPerS != 0 {
+			continue
+		}
+		c := PeerComparison{Workload: r.Workload, Peer: r.Mode, N: r.N, Theirs: r}
+		if o, ok := ours[key(r)]; ok {
+			c.Ours = o
+			if o.Skipped == "" && r.Skipped == "" {
+				c.RPSRatio = ratio(o.RPS, r.RPS)
+				c.CPURatio = ratio(o.ServerCPUUsPerReq, r.ServerCPUUsPerReq)
+				c.BytesRatio = ratio(o.BytesPerReq, r.BytesPerReq)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Line is the comparison in one line: peer=pm2 workload=heavy n=2 rps_ratio=... .
+func (c PeerComparison) Line() string {
+	if c.Theirs.Skipped != "" {
+		return fmt.Sprintf("peer=%s workload=%s n=%d skipped=%q", c.Peer, c.Workload, c.N, c.Theirs.Skipped)
+	}
+	return fmt.Sprintf("peer=%s workload=%s n=%d rps_ratio=%.2f cpu_us_ratio=%.2f bytes_ratio=%.2f ours=%.0f/%.1fus/%s theirs=%.0f/%.1fus/%s",
+		c.Peer, c.Workload, c.N, c.RPSRatio, c.CPURatio, c.BytesRatio, c.Ours.RPS, c.Ours.ServerCPUUsPerReq, or(c.Ours.Verdict, "-"),
+		c.Theirs.RPS, c.Theirs.ServerCPUUsPerReq, or(c.Theirs.Verdict, "-"))
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// peerName is a peer's name in the report and the plots.
+func peerName(mode string) string {
+	switch mode {
+	case ModePM2:
+		return "PM2 cluster + Fastify"
+	case ModeNginx:
+		return "nginx"
+	}
+	return mode
+}

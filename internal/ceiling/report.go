@@ -1,0 +1,257 @@
+package ceiling
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// ReportConfig says what the model report predicts. The zero value predicts 12 cores
+// behind 10 GbE, tables up to 64 cores, links of 1, 10, 25 and 100 GbE.
+type ReportConfig struct {
+	Cores    int     // default 12
+	LinkBits float64 // default 10e9
+	MaxCores int     // default 64
+	Links    []float64
+}
+
+func (c ReportConfig) withDefaults() ReportConfig {
+	if c.Cores <= 0 {
+		c.Cores = 12
+	}
+	if c.LinkBits <= 0 {
+		c.LinkBits = 10e9
+	}
+	if c.MaxCores <= 0 {
+		c.MaxCores = 64
+	}
+	if len(c.Links) == 0 {
+		c.Links = []float64{1e9, 10e9, 25e9, 100e9}
+	}
+	return c
+}
+
+// tableCores are the rows of the prediction table.
+var tableCores = []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64}
+
+// WriteReport prints the fitted models, their predictions, the core count where each
+// link becomes the ceiling, the error against every measured run, and the comparison
+// with the article's published 12-core run.
+func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) error {
+	cfg = cfg.withDefaults()
+	b := bufio.NewWriter(w)
+	models := Fit(runs)
+	fmt.Fprintf(b, "# Ceiling model\n\n")
+	seen := make(map[Machine]bool)
+	for _, m := range machines {
+		if !seen[m] {
+			seen[m] = true
+			fmt.Fprintf(b, "Measured on: %s, %d cores (%d allowed), kernel %s\n", m.CPUModel, m.Cores, m.Allowed, m.Kernel)
+		}
+	}
+	fmt.Fprintf(b, "\nrps(n) = min(n x 1e6 / cpu_us x e1 / (1 + alpha (n - n1)), link bytes/s / (bytes/req x %.4f))\n\n", WireFactor)
+	fmt.Fprintln(b, "| workload | mode | CPU µs/req at n1 | n1 | e1 | alpha | bytes/req | loopback bytes/req | generator µs/req | points |")
+	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, m := range models {
+		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %.0f | %.0f | %.1f | %v |\n", m.Workload, m.Mode,
+			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, m.BytesPerReq, m.LoBytesPerReq, m.GenUsPerReq, m.Points)
+	}
+
+	link := Link{BitsPerS: cfg.LinkBits}
+	fmt.Fprintf(b, "\n## Prediction: %d cores behind %s (cluster)\n\n", cfg.Cores, linkName(cfg.LinkBits))
+	fmt.Fprintln(b, "| workload | req/s | limit | CPU limit | link limit | payload | generator cores needed |")
+	fmt.Fprintln(b, "|---|---:|---|---:|---:|---:|---:|")
+	for _, m := range models {
+		if m.Mode != ModeCluster {
+			continue
+		}
+		p := m.Predict(cfg.Cores, link)
+		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f |\n", m.Workload, p.RPS, p.Limit, p.CPULimit,
+			p.LinkLimit, rate(p.BytesPerS), p.GenCores)
+	}
+
+	fmt.Fprintf(b, "\n## Cores at which the NIC becomes the ceiling (cluster, up to %d cores)\n\n", cfg.MaxCores)
+	head := "| workload |"
+	sep := "|---|"
+	for _, l := range cfg.Links {
+		head += " " + linkName(l) + " |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(b, head)
+	fmt.Fprintln(b, sep)
+	for _, m := range models {
+		if m.Mode != ModeCluster {
+			continue
+		}
+		row := "| " + m.Workload + " |"
+		for _, l := range cfg.Links {
+			if n := m.Crossover(Link{BitsPerS: l}, cfg.MaxCores); n > 0 {
+				row += fmt.Sprintf(" %d |", n)
+			} else {
+				row += fmt.Sprintf(" never (CPU: %s at %d) |", shortNum(m.CPULimit(float64(cfg.MaxCores))), cfg.MaxCores)
+			}
+		}
+		fmt.Fprintln(b, row)
+	}
+
+	for _, m := range models {
+		if m.Mode != ModeCluster {
+			continue
+		}
+		fmt.Fprintf(b, "\n### %s: predicted req/s (N = the NIC limits)\n\n", m.Workload)
+		fmt.Fprintln(b, "| cores | no link |"+head[len("| workload |"):])
+		fmt.Fprintln(b, "|---:"+sep[len("|---"):]+"---:|")
+		for _, n := range tableCores {
+			if n > cfg.MaxCores {
+				break
+			}
+			row := fmt.Sprintf("| %d | %s |", n, shortNum(m.CPULimit(float64(n))))
+			for _, l := range cfg.Links {
+				p := m.Predict(n, Link{BitsPerS: l})
+				mark := ""
+				if p.Limit == VerdictNIC {
+					mark = " N"
+				}
+				row += " " + shortNum(p.RPS) + mark + " |"
+			}
+			fmt.Fprintln(b, row)
+		}
+	}
+
+	checks := CheckModels(models, runs)
+	fmt.Fprintf(b, "\n## The model against every measured run\n\n")
+	fmt.Fprintln(b, "| workload | mode | purpose | n | link | measured req/s | predicted | error | verdict | note |")
+	fmt.Fprintln(b, "|---|---|---|---:|---|---:|---:|---:|---|---|")
+	var sumAbs float64
+	var cnt int
+	for _, c := range checks {
+		l := "-"
+		if c.Run.LinkBitsPerS > 0 {
+			l = FormatBits(c.Run.LinkBitsPerS)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %.0f | %.0f | %+.1f%% | %s | %s |\n", c.Run.Workload, c.Run.Mode,
+			c.Run.Purpose, c.Run.N, l, c.Run.RPS, c.Predicted.RPS, c.ErrPct, c.Run.Verdict, c.Note)
+		if c.Note == "" {
+			sumAbs += math.Abs(c.ErrPct)
+			cnt++
+		}
+	}
+	if cnt > 0 {
+		fmt.Fprintf(b, "\nMean absolute error over %d runs the generator did not limit: %.1f%%\n", cnt, sumAbs/float64(cnt))
+	}
+
+	writePeers(b, runs)
+	writePublished(b, models)
+	return b.Flush()
+}
+
+// writePeers is the peers table: our cluster against PM2 (heavy) and nginx (static) at
+// each N of the same sweep, as ratios.
+func writePeers(b *bufio.Writer, runs []Run) {
+	cs := ComparePeers(runs)
+	fmt.Fprintf(b, "\n## Peers in the same run\n\n")
+	if len(cs) == 0 {
+		fmt.Fprintln(b, "No peer runs: PM2 (heavy) and nginx (static) were not requested or not installed (the sweep's notes say which).")
+		return
+	}
+	fmt.Fprintln(b, "Same sweep, same N, generator, pinning and connections. Ratios are ours ÷ the peer's (in brackets: ours / theirs):")
+	fmt.Fprintln(b, "req/s above 1 means our cluster served more; CPU µs per request below 1 means it spent less per request.")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| workload | peer | n | req/s ratio | CPU µs/req ratio | bytes/req ratio | verdict: ours / peer |")
+	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---|")
+	for _, c := range cs {
+		if c.Theirs.Skipped != "" || c.Ours.Skipped != "" || c.Ours.Workload == "" {
+			why := "no cluster run at this N"
+			switch {
+			case c.Theirs.Skipped != "":
+				why = "peer skipped: " + c.Theirs.Skipped
+			case c.Ours.Skipped != "":
+				why = "cluster skipped: " + c.Ours.Skipped
+			}
+			if len(why) > 160 {
+				why = why[:160] + "..."
+			}
+			fmt.Fprintf(b, "| %s | %s | %d | - | - | - | %s |\n", c.Workload, peerName(c.Peer), c.N, strings.ReplaceAll(why, "|", "/"))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s (%.0f / %.0f) | %s (%.1f / %.1f) | %s (%.0f / %.0f) | %s / %s |\n",
+			c.Workload, peerName(c.Peer), c.N, ratioText(c.RPSRatio), c.Ours.RPS, c.Theirs.RPS,
+			ratioText(c.CPURatio), c.Ours.ServerCPUUsPerReq, c.Theirs.ServerCPUUsPerReq,
+			ratioText(c.BytesRatio), c.Ours.BytesPerReq, c.Theirs.BytesPerReq, or(c.Ours.Verdict, "-"), or(c.Theirs.Verdict, "-"))
+	}
+}
+
+func ratioText(r float64) string {
+	if r <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+// writePublished compares the model with the article's 12-core heavy run.
+func writePublished(b *bufio.Writer, models []Model) {
+	P := Published
+	fmt.Fprintf(b, "\n## Sanity check: the article's heavy PATCH on 12 cores\n\n")
+	fmt.Fprintf(b, "Published: one Node process %.0f req/s (one core at 100%% => %.0f µs/req), 12 workers %.0f req/s (low load) and %.0f-%.0f req/s (max load, generator ~%.0f cores on the same host), ~%s.\n",
+		P.OneCoreRPS, 1e6/P.OneCoreRPS, P.LowRPS, P.MaxRPSLo, P.MaxRPSHi, P.GenCores, rate(P.BytesPerS))
+	lo, hi := ImpliedAlpha(P.OneCoreRPS, P.MaxRPSHi, P.Cores), ImpliedAlpha(P.OneCoreRPS, P.MaxRPSLo, P.Cores)
+	fmt.Fprintf(b, "- Implied loss per core: alpha %.3f-%.3f (12 x %.0f = %.0f if linear; efficiency %.0f-%.0f%%).\n",
+		lo, hi, P.OneCoreRPS, 12*P.OneCoreRPS, 100*P.MaxRPSLo/(12*P.OneCoreRPS), 100*P.MaxRPSHi/(12*P.OneCoreRPS))
+	// Ten server cores is the fairer count: the generator used ~2 of the 12.
+	pm := PublishedModel(0)
+	fmt.Fprintf(b, "- With no loss per core: 12 cores => %.0f req/s; 10 cores (2 left to the generator) => %.0f req/s.\n",
+		pm.CPULimit(12), pm.CPULimit(10))
+	if m, ok := modelFor(models, "heavy", ModeCluster); ok {
+		pa := PublishedModel(m.Alpha)
+		fmt.Fprintf(b, "- With our heavy route's measured alpha %.3f: 12 cores => %.0f req/s, 10 cores => %.0f req/s (published 42,000-50,000).\n",
+			m.Alpha, pa.CPULimit(12), pa.CPULimit(10))
+		ours := m.Predict(P.Cores, Link{})
+		fmt.Fprintf(b, "- Our heavy route on 12 cores, no link limit: %.0f req/s at %.1f µs/req and %.0f B/req (%.1fx the article's CPU per request), %s.\n",
+			ours.RPS, m.CPUUsPerReq, m.BytesPerReq, m.CPUUsPerReq/(1e6/P.OneCoreRPS), rate(ours.BytesPerS))
+	}
+	for _, l := range []float64{1e9, 10e9, 25e9} {
+		k := pm.LinkLimit(Link{BitsPerS: l})
+		fmt.Fprintf(b, "- A %s NIC carries %.0f responses/s of 32 KiB (%.0f B on the wire each): %s.\n", linkName(l), k,
+			P.BytesPerReq*WireFactor, map[bool]string{true: "below the published 42,000-50,000, so a real NIC of this speed would have been the ceiling", false: "above the published rate"}[k < P.MaxRPSLo])
+	}
+	fmt.Fprintf(b, "- Published 1.6 GB/s = %.1f Gbit/s of payload (%.1f Gbit/s on Ethernet): it only fit because loopback is not a NIC.\n",
+		P.BytesPerS*8/1e9, P.BytesPerS*8*WireFactor/1e9)
+}
+
+func linkName(bits float64) string {
+	if bits >= 1e9 && math.Mod(bits, 1e9) == 0 {
+		return fmt.Sprintf("%.0f GbE", bits/1e9)
+	}
+	return FormatBits(bits)
+}
+
+// rate prints bytes per second as MB/s or GB/s.
+func rate(bps float64) string {
+	if bps >= 1e9 {
+		return fmt.Sprintf("%.2f GB/s", bps/1e9)
+	}
+	return fmt.Sprintf("%.1f MB/s", bps/1e6)
+}
+
+// ModelSummary is one line per cluster model: where each link becomes the ceiling.
+func ModelSummary(models []Model, links []float64, maxCores int) []string {
+	var out []string
+	for _, m := range models {
+		if m.Mode != ModeCluster {
+			continue
+		}
+		var parts []string
+		for _, l := range links {
+			n := m.Crossover(Link{BitsPerS: l}, maxCores)
+			s := "never"
+			if n > 0 {
+				s = fmt.Sprint(n)
+			}
+			parts = append(parts, linkName(l)+"="+s)
+		}
+		out = append(out, fmt.Sprintf("workload=%s nic_ceiling_at_cores: %s", m.Workload, strings.Join(parts, " ")))
+	}
+	return out
+}

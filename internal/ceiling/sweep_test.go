@@ -1,0 +1,314 @@
+package ceiling
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeEnv makes the test binary play one of the sweep's programs.
+const fakeEnv = "CEILING_FAKE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(fakeEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "worker":
+		os.Exit(fakeServer(os.Getenv("SQLITE_PATH"), "", func(addr string) {
+			fmt.Fprintf(os.Stderr, `{"level":"info","msg":"serving","addr":%q}`+"\n", addr)
+		}))
+	case "supervisor":
+		os.Exit(fakeSupervisor(os.Args[1:]))
+	case "wrk":
+		os.Exit(fakeWrk(os.Args[1:]))
+	case "pm2":
+		os.Exit(fakePM2(os.Args[1:]))
+	case "pm2-worker", "sleeper":
+		os.Exit(sleepUntilTerm())
+	case "pm2-broken":
+		fmt.Fprintln(os.Stderr, "Error: Cannot find module 'fastify'")
+		os.Exit(1)
+	}
+	os.Exit(2)
+}
+
+// fakeServer answers 200 to everything but /api/missing until SIGTERM.
+func fakeServer(db, socket string, ready func(addr string)) int {
+	if _, err := os.Stat(db); err != nil {
+		fmt.Fprintln(os.Stderr, "no database:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/missing" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, strings.Repeat("x", 1000))
+	})
+	go http.Serve(ln, mux)
+	ready(ln.Addr().String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	<-sig
+	ln.Close()
+	return 0
+}
+
+// fakeSupervisor: `run ... -socket S` serves and writes its address to S; `status -json
+// -socket S` prints a status with two online workers.
+func fakeSupervisor(args []string) int {
+	socket, instances := "", "1"
+	for i, a := range args {
+		if a == "-socket" && i+1 < len(args) {
+			socket = args[i+1]
+		}
+		if a == "-instances" && i+1 < len(args) {
+			instances = args[i+1]
+		}
+	}
+	switch args[0] {
+	case "run":
+		return fakeServer(os.Getenv("SQLITE_PATH"), socket, func(addr string) {
+			os.WriteFile(socket, []byte(addr+" "+instances), 0o600)
+		})
+	case "status":
+		b, err := os.ReadFile(socket)
+		if err != nil {
+			return 1
+		}
+		var addr string
+		var workers int
+		fmt.Sscan(string(b), &addr, &workers)
+		// Worker 0 gains 100 requests per status call, the others none: a skewed share.
+		n := 0
+		if b, err := os.ReadFile(socket + ".n"); err == nil {
+			fmt.Sscan(string(b), &n)
+		}
+		os.WriteFile(socket+".n", []byte(fmt.Sprint(n+1)), 0o600)
+		rows := []string{fmt.Sprintf(`{"id":0,"pid":11,"status":"online","requests":%d,"connections":3}`, 100*n)}
+		for i := 1; i < workers; i++ {
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"pid":%d,"status":"online","requests":5,"connections":0}`, i, 11+i))
+		}
+		fmt.Printf(`{"addr":%q,"workers":[%s]}`+"\n", addr, strings.Join(rows, ","))
+		return 0
+	}
+	return 2
+}
+
+// fakeWrk sends a few requests to the URL (its last argument) and prints the summary line.
+func fakeWrk(args []string) int {
+	url := args[len(args)-1]
+	var n, bytes int64
+	for i := 0; i < 20; i++ {
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		n++
+		bytes += int64(len(b)) + 100
+	}
+	fmt.Printf("%s{\"requests\":%d,\"bytes\":%d,\"duration_us\":1000000,\"connect\":0,\"read\":0,\"write\":0,\"status\":0,\"timeout\":0,\"p50_us\":500,\"p99_us\":2000,\"max_us\":3000}\n",
+		WrkDoneMarker, n, bytes)
+	return 0
+}
+
+func TestSweepWithFakes(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.db")
+	os.WriteFile(seed, []byte("not really sqlite"), 0o644)
+	// The fakes are this binary under a name per program, told which by the environment.
+	var runs []Run
+	cfg := SweepConfig{
+		Supervisor: exe, Worker: exe, Wrk: exe, Autocannon: filepath.Join(dir, "absent"),
+		SeedDB: seed, WorkDir: dir, Ns: []int{1, 2}, Duration: time.Second, Warmup: -1, NoPin: true,
+		Workloads: []Workload{
+			{Name: "missing", Path: "/api/missing"},
+			{Name: "heavy", Method: "PATCH", Path: "/api/resource/123", Headers: []string{"Content-Type: application/json"}, Body: `{"foo1":"bar"}`},
+		},
+		ImbalanceN: 2, ImbalanceWorkload: "heavy",
+		Report: func(r Run) { runs = append(runs, r) },
+	}
+	s, err := NewSweeper(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Supervisor, worker and wrk are all this binary, told which to play by CEILING_FAKE in
+	// the environment the sweep hands its children (wrk through a wrapper script that sets
+	// its own), so each mode runs as its own sweep.
+	roleEnv := func(role string) []string { return append(os.Environ(), fakeEnv+"="+role) }
+	ctx := context.Background()
+	for _, mode := range []string{ModeCluster, ModeSingle} {
+		s.cfg.Modes = []string{mode}
+		role := "supervisor"
+		if mode == ModeSingle {
+			role = "worker"
+		}
+		s.cfg.Environ = roleEnv(role)
+		s.cfg.Wrk = wrapWrk(t, dir, exe)
+		if err := s.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(runs) != 2*2*2+1 {
+		for _, r := range runs {
+			t.Log(r.Line())
+		}
+		t.Fatalf("got %d runs, want 9 (2 N x 2 modes x 2 workloads + 1 imbalance)", len(runs))
+	}
+	for _, r := range runs {
+		line := r.Line()
+		switch {
+		case r.Workload == "missing":
+			if !strings.Contains(r.Skipped, "404") || !strings.Contains(line, "skipped=") {
+				t.Errorf("missing route: got %q, want skipped with 404", line)
+			}
+		default:
+			if r.Skipped != "" || r.Requests != 20 || r.RPS != 20 || r.Verdict == "" || r.Generator != "wrk" {
+				t.Errorf("got %q (skipped %q), want 20 requests at 20 req/s on wrk with a verdict", line, r.Skipped)
+			}
+			if !strings.HasPrefix(line, fmt.Sprintf("workload=%s n=%d mode=%s rps=20 ", r.Workload, r.N, r.Mode)) {
+				t.Errorf("got line %q", line)
+			}
+			if r.BytesPerReq != 1100 || r.P99Ms != 2 || r.DurationS != 1 {
+				t.Errorf("got %.0f B/req, p99 %.1f ms, %.1f s; want 1100, 2, 1", r.BytesPerReq, r.P99Ms, r.DurationS)
+			}
+		}
+		if r.Mode == ModeCluster && r.Skipped == "" {
+			if len(r.Workers) != r.N || r.Workers[0].Requests == 0 || r.Workers[r.N-1].Requests != 0 && r.N > 1 {
+				t.Errorf("cluster shares: got %+v, want %d workers, worker 0 with requests and the others none", r.Workers, r.N)
+			}
+		}
+		if r.Mode == ModeSingle && !strings.Contains(strings.Join(r.ServerCommand, " "), fmt.Sprintf("GOMAXPROCS=%d", r.N)) {
+			t.Errorf("single server command %q lacks GOMAXPROCS=%d", r.ServerCommand, r.N)
+		}
+	}
+	var imb Run
+	for _, r := range runs {
+		if r.Purpose == PurposeImbalance {
+			imb = r
+		}
+	}
+	if imb.Purpose != PurposeImbalance || imb.N != 2 || imb.Connections != 2 || imb.Workload != "heavy" {
+		t.Errorf("got imbalance run %+v, want heavy on 2 workers with 2 connections", imb)
+	}
+	if !strings.Contains(imb.Line(), "conns=2 w0=") {
+		t.Errorf("imbalance line %q lacks per-worker shares", imb.Line())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "wrk-heavy.lua")); err != nil || !strings.Contains(string(b), `wrk.method = "PATCH"`) {
+		t.Errorf("wrk script: got %q %v, want the PATCH", b, err)
+	}
+	if notes := s.Notes(); len(notes) != 1 || !strings.Contains(notes[0], "autocannon") {
+		t.Errorf("got notes %q, want one saying autocannon was absent", notes)
+	}
+	// The database copies are gone with their servers.
+	if m, _ := filepath.Glob(filepath.Join(dir, "server-*", "feed.db")); len(m) != 0 {
+		t.Errorf("database copies left behind: %v", m)
+	}
+}
+
+// wrapWrk is a shell script that runs the test binary as the fake wrk (the sweep passes
+// its Environ, which names another role, to the generator too).
+func wrapWrk(t *testing.T, dir, exe string) string {
+	p := filepath.Join(dir, "fake-wrk")
+	script := fmt.Sprintf("#!/bin/sh\n%s=wrk exec %q \"$@\"\n", fakeEnv, exe)
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNICAnnotatesRuns(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.db")
+	os.WriteFile(seed, []byte("x"), 0o644)
+	var runs []Run
+	s, err := NewSweeper(SweepConfig{
+		Supervisor: exe, Worker: exe, SeedDB: seed, WorkDir: dir, Duration: time.Second, Warmup: -1, NoPin: true,
+		Workloads: []Workload{{Name: "static", Path: "/static/catalog.html"}},
+		Environ:   append(os.Environ(), fakeEnv+"=supervisor"),
+		Report:    func(r Run) { runs = append(runs, r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cfg.Wrk = wrapWrk(t, dir, exe)
+	var shaped []float64
+	err = s.NIC(context.Background(), ModeCluster, 1, []float64{100e6, 1e9}, func(bits float64) (string, error) {
+		shaped = append(shaped, bits)
+		return fmt.Sprintf("tc qdisc replace dev lo root tbf rate %.0fbit", bits), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shaped) != 2 || len(runs) != 2 {
+		t.Fatalf("got %d shapes and %d runs, want 2 and 2", len(shaped), len(runs))
+	}
+	for i, r := range runs {
+		if r.Purpose != PurposeNIC || r.LinkBitsPerS != shaped[i] || !strings.Contains(r.Shaping, "tbf") ||
+			!strings.Contains(r.Line(), " link="+FormatBits(shaped[i])+" ") {
+			t.Errorf("run %d: got %q (%+v), want a nic run at %v", i, r.Line(), r, shaped[i])
+		}
+	}
+	b, _ := json.Marshal(runs[0])
+	if !strings.Contains(string(b), `"link_bits_per_s":100000000`) {
+		t.Errorf("JSON lacks the link rate: %s", b)
+	}
+}
+
+func TestNewSweeperValidates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  SweepConfig
+		want string
+	}{
+		{"no seed", SweepConfig{WorkDir: "x"}, "SeedDB is empty"},
+		{"no work dir", SweepConfig{SeedDB: "x"}, "WorkDir is empty"},
+		{"bad mode", SweepConfig{SeedDB: "x", WorkDir: "x", Modes: []string{"fork"}}, `mode "fork"`},
+		{"fractional seconds", SweepConfig{SeedDB: "x", WorkDir: "x", Duration: 1500 * time.Millisecond}, "whole seconds"},
+		{"more cores than allowed", SweepConfig{SeedDB: "x", WorkDir: "x", Ns: []int{100000}}, "needs cores 0-99999"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewSweeper(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelectWorkloads(t *testing.T) {
+	all := DefaultWorkloads("bench/mix.lua")
+	got, err := SelectWorkloads(all, []string{"mix", "heavy"})
+	if err != nil || len(got) != 2 || got[0].Name != "heavy" || got[1].Name != "mix" || !got[1].Writes {
+		t.Errorf("got %+v %v, want heavy then the writing mix (the defaults' order)", got, err)
+	}
+	if _, err := SelectWorkloads(all, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "known: hello") {
+		t.Errorf("got %v, want an error listing the known workloads", err)
+	}
+}

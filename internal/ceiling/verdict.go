@@ -1,0 +1,184 @@
+package ceiling
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Verdicts: what ran out first in a run.
+const (
+	VerdictCPU       = "cpu"       // the server's cores are busy
+	VerdictNIC       = "nic"       // the link is full while the server's cores are not
+	VerdictGenerator = "generator" // the load generator could not offer more
+	VerdictFD        = "fd"        // connections failed: descriptor limits or a full accept queue
+	VerdictSQLite    = "sqlite"    // a writing workload waits on the database's one write lock
+	VerdictUnclear   = "unclear"   // none of the above crossed its threshold
+)
+
+// Thresholds decide the verdict. The zero value means the defaults documented per field;
+// they are fractions, chosen so a resource counts as exhausted when it is within
+// measurement noise (/proc ticks of 10 ms, one-second counters) of full.
+type Thresholds struct {
+	// CPUBusy: the verdict is cpu when the server used at least this share of its cores
+	// (CPU seconds per wall second over the cores it was pinned to), or when the host had
+	// at most 1-CPUBusy idle (shared cores, or other processes). Default 0.90.
+	CPUBusy float64
+	// LinkBusy: nic when the bytes a link counts reach this share of its rate (and the
+	// CPU is below CPUBusy). Default 0.90.
+	LinkBusy float64
+	// GenBusy: generator when the generator says it is bound, or its busiest thread (or
+	// its threads on average) used at least this share of a core. Default 0.90: a
+	// closed-loop generator's thread near one core adds its own queueing to every latency.
+	GenBusy float64
+	// FDErrors: fd when failed connects reach this share of requests, or an error message
+	// names a descriptor limit or a refused connection. Default 0.001.
+	FDErrors float64
+	// SQLiteIdle and SQLiteLatency: sqlite when the workload writes, the server used less
+	// than SQLiteIdle of its cores, and p99 latency is at least SQLiteLatency times the
+	// baseline's (the same workload on one worker); without a baseline, p99 at least
+	// SQLiteP99Ms. Defaults 0.75, 3 and 50 ms: idle cores plus queueing latency on a
+	// writing workload means requests wait for the file's one write lock.
+	SQLiteIdle    float64
+	SQLiteLatency float64
+	SQLiteP99Ms   float64
+}
+
+func (t Thresholds) withDefaults() Thresholds {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&t.CPUBusy, 0.90)
+	def(&t.LinkBusy, 0.90)
+	def(&t.GenBusy, 0.90)
+	def(&t.FDErrors, 0.001)
+	def(&t.SQLiteIdle, 0.75)
+	def(&t.SQLiteLatency, 3)
+	def(&t.SQLiteP99Ms, 50)
+	return t
+}
+
+// Evidence is what Judge decides from: one run's measurements.
+type Evidence struct {
+	ServerBusyCores float64 // server CPU seconds per wall second
+	ServerCores     int     // cores the server was given
+	Shared          bool    // server and generator share cores
+	HostIdlePct     float64 // host idle over the run, percent of all CPUs
+
+	LinkBytesPerS     float64 // bytes the link counts per second (loopback: both directions)
+	LinkRateBytesPerS float64 // the link's rate; 0 when unshaped (no link limit known)
+
+	GenBound     bool    // the generator says it was bound
+	GenBusyCores float64 // the generator's CPU seconds per wall second
+	GenThreads   int     // its worker threads
+	GenMaxThread float64 // its busiest thread, fraction of a core; 0 unknown
+
+	Requests      int64
+	ConnectErrors int64
+	Errors        int64
+	ErrorText     string
+
+	Writes        bool
+	P99Ms         float64
+	BaselineP99Ms float64 // the same workload's p99 on one worker; 0 unknown
+}
+
+// EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
+func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
+	return Evidence{
+		ServerBusyCores: r.ServerBusyCores, ServerCores: r.ServerCores, Shared: r.SharedCores,
+		HostIdlePct:   r.Host.Idle,
+		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
+		GenBound: r.GenBoundFlag, GenBusyCores: r.GenBusyCores, GenThreads: r.GenThreads, GenMaxThread: r.GenMaxThread,
+		Requests: r.Requests, ConnectErrors: r.ConnectErrors, Errors: r.Errors, ErrorText: r.ErrorText,
+		Writes: r.Writes, P99Ms: r.P99Ms, BaselineP99Ms: baselineP99Ms,
+	}
+}
+
+// Judge names what ran out first, with the numbers that say so. The checks run in order:
+// fd (failures make every other figure moot), cpu (the server's own cores full), nic
+// (the link full while the cores are not), generator (the offered load was the limit),
+// cpu of the host (no idle CPU left anywhere: shared cores or other processes), sqlite;
+// otherwise unclear.
+func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
+	t = t.withDefaults()
+	cores := float64(e.ServerCores)
+	cpu := fmt.Sprintf("server CPU %.0f%% of %.0f%%", 100*e.ServerBusyCores, 100*cores)
+
+	fdText := fdError(e.ErrorText)
+	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {
+		ev := fmt.Sprintf("%d failed connects of %d requests", e.ConnectErrors, e.Requests)
+		if fdText != "" {
+			ev += ": " + fdText
+		}
+		return VerdictFD, ev
+	}
+	if cores > 0 && e.ServerBusyCores >= t.CPUBusy*cores {
+		return VerdictCPU, cpu
+	}
+	if e.LinkRateBytesPerS > 0 && e.LinkBytesPerS >= t.LinkBusy*e.LinkRateBytesPerS {
+		return VerdictNIC, fmt.Sprintf("link %.1f MB/s = %.0f%% of %s, %s", e.LinkBytesPerS/1e6,
+			100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS), cpu)
+	}
+	if why := genBound(e, t); why != "" {
+		return VerdictGenerator, why + " (" + cpu + ")"
+	}
+	if e.HostIdlePct <= 100*(1-t.CPUBusy) {
+		// The host ran out of CPU before the server's cores filled: the generator shares
+		// them, or other processes (a noisy neighbour, steal) took the rest.
+		where := "host"
+		if e.Shared {
+			where = "shared cores: host"
+		}
+		return VerdictCPU, fmt.Sprintf("%s %.0f%% busy (%s, generator %.0f%%, the rest other processes)",
+			where, 100-e.HostIdlePct, cpu, 100*e.GenBusyCores)
+	}
+	if e.Writes && cores > 0 && e.ServerBusyCores < t.SQLiteIdle*cores {
+		if e.BaselineP99Ms > 0 && e.P99Ms >= t.SQLiteLatency*e.BaselineP99Ms {
+			return VerdictSQLite, fmt.Sprintf("writes; %s while p99 rose %.1fx (%.2f -> %.2f ms)",
+				cpu, e.P99Ms/e.BaselineP99Ms, e.BaselineP99Ms, e.P99Ms)
+		}
+		if e.BaselineP99Ms <= 0 && e.P99Ms >= t.SQLiteP99Ms {
+			return VerdictSQLite, fmt.Sprintf("writes; %s with p99 %.1f ms", cpu, e.P99Ms)
+		}
+	}
+	ev := cpu
+	if e.LinkRateBytesPerS > 0 {
+		ev += fmt.Sprintf(", link %.0f%% of %s", 100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS))
+	}
+	ev += fmt.Sprintf(", generator %.0f%% on %d threads, host idle %.0f%%", 100*e.GenBusyCores, e.GenThreads, e.HostIdlePct)
+	return VerdictUnclear, ev
+}
+
+// genBound says why the generator was the limit, or "".
+func genBound(e Evidence, t Thresholds) string {
+	switch {
+	case e.GenBound:
+		return "generator says it was bound"
+	case e.GenMaxThread >= t.GenBusy:
+		return fmt.Sprintf("generator's busiest thread %.0f%% of a core", 100*e.GenMaxThread)
+	case e.GenThreads > 0 && e.GenBusyCores >= t.GenBusy*float64(e.GenThreads):
+		return fmt.Sprintf("generator %.0f%% on %d threads", 100*e.GenBusyCores, e.GenThreads)
+	}
+	return ""
+}
+
+// fdError returns the first error message that names a descriptor limit or a refused
+// connection, or "".
+func fdError(text string) string {
+	l := strings.ToLower(text)
+	for _, k := range []string{"too many open files", "emfile", "enfile", "connection refused", "econnrefused", "cannot assign requested address", "eaddrnotavail"} {
+		if strings.Contains(l, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// round rounds v to d decimals (for stable JSON and tables).
+func round(v float64, d int) float64 {
+	p := math.Pow(10, float64(d))
+	return math.Round(v*p) / p
+}

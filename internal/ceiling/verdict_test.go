@@ -1,0 +1,84 @@
+package ceiling
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestJudge(t *testing.T) {
+	// A run with nothing exhausted: 4 server cores half busy, an idle host, no link.
+	calm := Evidence{ServerBusyCores: 2, ServerCores: 4, HostIdlePct: 50, GenBusyCores: 0.5, GenThreads: 4,
+		Requests: 100000, P99Ms: 3}
+	with := func(f func(*Evidence)) Evidence { e := calm; f(&e); return e }
+	for _, tc := range []struct {
+		name         string
+		e            Evidence
+		want         string
+		wantEvidence string
+	}{
+		{"nothing exhausted", calm, VerdictUnclear, "server CPU 200% of 400%"},
+		{"server cores full", with(func(e *Evidence) { e.ServerBusyCores = 3.98 }), VerdictCPU, "server CPU 398% of 400%"},
+		{"just below the cpu threshold", with(func(e *Evidence) { e.ServerBusyCores = 3.5 }), VerdictUnclear, "server CPU 350%"},
+		{"link full, cpu idle", with(func(e *Evidence) { e.LinkRateBytesPerS = 12.5e6; e.LinkBytesPerS = 12.1e6 }),
+			VerdictNIC, "link 12.1 MB/s = 97% of 100mbit, server CPU 200% of 400%"},
+		{"link full and cpu full: cpu first", with(func(e *Evidence) {
+			e.LinkRateBytesPerS = 12.5e6
+			e.LinkBytesPerS = 12.1e6
+			e.ServerBusyCores = 3.9
+		}), VerdictCPU, "server CPU 390%"},
+		{"link at 80%", with(func(e *Evidence) { e.LinkRateBytesPerS = 12.5e6; e.LinkBytesPerS = 10e6 }), VerdictUnclear, "link 80% of 100mbit"},
+		{"generator says bound", with(func(e *Evidence) { e.GenBound = true }), VerdictGenerator, "generator says it was bound"},
+		{"generator's busiest thread", with(func(e *Evidence) { e.GenMaxThread = 0.95 }), VerdictGenerator, "busiest thread 95% of a core"},
+		{"generator threads all busy", with(func(e *Evidence) { e.GenBusyCores = 3.7 }), VerdictGenerator, "generator 370% on 4 threads"},
+		{"refused connects", with(func(e *Evidence) { e.ConnectErrors = 500 }), VerdictFD, "500 failed connects of 100000 requests"},
+		{"one failed connect in a million", with(func(e *Evidence) { e.ConnectErrors = 1; e.Requests = 1000000 }), VerdictUnclear, ""},
+		{"emfile in the log", with(func(e *Evidence) { e.ErrorText = "accept: Too many open files" }), VerdictFD, "too many open files"},
+		{"fd before cpu", with(func(e *Evidence) { e.ConnectErrors = 500; e.ServerBusyCores = 4 }), VerdictFD, ""},
+		{"host full on shared cores", with(func(e *Evidence) { e.Shared = true; e.HostIdlePct = 3; e.GenBusyCores = 0.8 }),
+			VerdictCPU, "shared cores: host 97% busy (server CPU 200% of 400%, generator 80%"},
+		{"host full from other processes", with(func(e *Evidence) { e.HostIdlePct = 1 }), VerdictCPU, "host 99% busy"},
+		{"writes, idle cores, p99 up 10x", with(func(e *Evidence) { e.Writes = true; e.BaselineP99Ms = 3; e.P99Ms = 30 }),
+			VerdictSQLite, "writes; server CPU 200% of 400% while p99 rose 10.0x (3.00 -> 30.00 ms)"},
+		{"writes, idle cores, p99 up 2x", with(func(e *Evidence) { e.Writes = true; e.BaselineP99Ms = 3; e.P99Ms = 6 }), VerdictUnclear, ""},
+		{"writes, busy cores", with(func(e *Evidence) {
+			e.Writes = true
+			e.BaselineP99Ms = 3
+			e.P99Ms = 30
+			e.ServerBusyCores = 3.2
+		}), VerdictUnclear, ""},
+		{"writes, no baseline, p99 high", with(func(e *Evidence) { e.Writes = true; e.P99Ms = 80 }), VerdictSQLite, "p99 80.0 ms"},
+		{"reads with high p99 are not sqlite", with(func(e *Evidence) { e.BaselineP99Ms = 3; e.P99Ms = 80 }), VerdictUnclear, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ev := Judge(tc.e, Thresholds{})
+			if got != tc.want {
+				t.Errorf("got %s (%s), want %s", got, ev, tc.want)
+			}
+			if !strings.Contains(ev, tc.wantEvidence) {
+				t.Errorf("got evidence %q, want it to contain %q", ev, tc.wantEvidence)
+			}
+		})
+	}
+}
+
+func TestJudgeThresholds(t *testing.T) {
+	e := Evidence{ServerBusyCores: 3.5, ServerCores: 4, HostIdlePct: 50}
+	if got, _ := Judge(e, Thresholds{CPUBusy: 0.85}); got != VerdictCPU {
+		t.Errorf("CPUBusy 0.85 at 87.5%%: got %s, want cpu", got)
+	}
+	if got, _ := Judge(e, Thresholds{}); got != VerdictUnclear {
+		t.Errorf("default 0.90 at 87.5%%: got %s, want unclear", got)
+	}
+}
+
+func TestEvidenceOf(t *testing.T) {
+	r := Run{ServerBusyCores: 1.5, ServerCores: 2, SharedCores: true, Host: HostCPU{Idle: 7}, LoBytesPerS: 9e6,
+		LinkBitsPerS: 100e6, GenBoundFlag: true, GenBusyCores: 0.9, GenThreads: 1, GenMaxThread: 0.9,
+		Requests: 10, ConnectErrors: 1, Errors: 2, ErrorText: "x", Writes: true, P99Ms: 4}
+	want := Evidence{ServerBusyCores: 1.5, ServerCores: 2, Shared: true, HostIdlePct: 7, LinkBytesPerS: 9e6,
+		LinkRateBytesPerS: 12.5e6, GenBound: true, GenBusyCores: 0.9, GenThreads: 1, GenMaxThread: 0.9,
+		Requests: 10, ConnectErrors: 1, Errors: 2, ErrorText: "x", Writes: true, P99Ms: 4, BaselineP99Ms: 2}
+	if got := EvidenceOf(r, 2); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
