@@ -19,7 +19,7 @@ export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon
 
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
 # itself), build, and run the cluster: one worker per CPU this process may use (the cgroup's
@@ -106,16 +106,16 @@ CEILING_OUT ?= $(DATA)/ceiling
 # binary when not on PATH. Either missing: that peer is skipped with a note.
 PEER_HEAVY ?=
 PM2 ?=
+# CEILING_FLAGS: more `ceiling sweep` flags (-d 5s, -n 1,2, -workloads heavy,static, ...).
+CEILING_FLAGS ?=
 CEILING_PEERS = $(if $(PEER_HEAVY),-peer-heavy $(PEER_HEAVY)) $(if $(PM2),-pm2 $(PM2))
 ceiling: build seed
-	$(GO) build -o $(BIN)/ ./bench/autocannon
-	$(BIN)/ceiling sweep -out $(CEILING_OUT) $(CEILING_PEERS)
+	$(BIN)/ceiling sweep -out $(CEILING_OUT) $(CEILING_PEERS) $(CEILING_FLAGS)
 	$(BIN)/ceiling nic -out $(CEILING_OUT)
 	$(BIN)/ceiling model -results $(CEILING_OUT)
 
 ceiling-quick: build seed
-	$(GO) build -o $(BIN)/ ./bench/autocannon
-	$(BIN)/ceiling sweep -quick -out $(CEILING_OUT)-quick $(CEILING_PEERS)
+	$(BIN)/ceiling sweep -quick -out $(CEILING_OUT)-quick $(CEILING_PEERS) $(CEILING_FLAGS)
 	$(BIN)/ceiling nic -quick -out $(CEILING_OUT)-quick
 	$(BIN)/ceiling model -results $(CEILING_OUT)-quick
 

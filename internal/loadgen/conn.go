@@ -85,7 +85,7 @@ func (c *conn) connect(now int64) {
 	// Requests leave as soon as they are written, as every HTTP client does.
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c.fd = fd
-	switch err := unix.Connect(fd, e.sockaddr); err {
+	switch err := unix.Connect(fd, c.l.sa); err {
 	case nil:
 		c.opened(now)
 	case unix.EINPROGRESS:

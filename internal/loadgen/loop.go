@@ -24,9 +24,10 @@ import (
 // which invites the runtime to hand its P to another thread on every wait.
 type loop struct {
 	e      *engine
-	lo     int     // id of conns[0]
-	conns  []*conn // ids lo, lo+1, ...
-	active int     // connections not finished
+	sa     unix.Sockaddr // the target, this loop's own copy: unix.Connect writes into it
+	lo     int           // id of conns[0]
+	conns  []*conn       // ids lo, lo+1, ...
+	active int           // connections not finished
 	hist   *hdrhistogram.Histogram
 
 	ep     int      // the epoll set
@@ -49,12 +50,26 @@ type loop struct {
 	curJ  int64
 }
 
+// copySockaddr returns a copy of sa. x/sys/unix marshals a Sockaddr into a buffer inside
+// the value on every Connect, so loops on different threads must not share one.
+func copySockaddr(sa unix.Sockaddr) unix.Sockaddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		c := *a
+		return &c
+	case *unix.SockaddrInet6:
+		c := *a
+		return &c
+	}
+	return sa
+}
+
 // stopEvent marks the stop eventfd's epoll events; connections use their index.
 const stopEvent = -1
 
 func newLoop(e *engine, lo, hi int) (*loop, error) {
 	l := &loop{
-		e: e, lo: lo, active: hi - lo, hist: newHistogram(),
+		e: e, sa: copySockaddr(e.sockaddr), lo: lo, active: hi - lo, hist: newHistogram(),
 		events:     make([]unix.EpollEvent, min(hi-lo+1, 512)),
 		checkEvery: int64(min(max(e.cfg.Timeout/10, 5*time.Millisecond), 500*time.Millisecond)),
 		curID:      lo,
