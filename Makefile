@@ -142,7 +142,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
 	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
-	for f in FuzzParseAutocannon FuzzParseWrk FuzzParsePIDStat FuzzParseHostStat FuzzParseNetDev FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile; do \
+	for f in FuzzParseAutocannon FuzzParseWrk FuzzParsePIDStat FuzzParseHostStat FuzzParseNetDev FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile FuzzParseScaleCSV; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/ceiling/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseQdisc$$' -fuzztime 10s ./internal/ceiling/linkshape/
 	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime 30s ./internal/frontproxy/

@@ -6,7 +6,7 @@
 //
 //	ceiling sweep [-quick] [-out DIR] [-n 1,2,4] [-workloads mix,feed,heavy,hello,static] [-peer-heavy DIR] ...
 //	ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] ...   (root)
-//	ceiling model [-results DIR|FILE,...] [-cores 12] [-nic 10g] [-plots DIR]
+//	ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-plots DIR]
 //
 // `sweep` starts the cluster (bin/supervisor) and one GOMAXPROCS=N worker for each N,
 // drives each workload with bin/autocannon (wrk for the mix, or when autocannon is
@@ -15,7 +15,9 @@
 // peers when present: PM2's cluster mode running the Fastify heavy PATCH (-peer-heavy)
 // and nginx serving the static page. `nic` does the same inside a private network
 // namespace whose loopback is shaped to each rate (DIR/nic/). `model` fits the model to
-// the results, prints predictions and their error against every run, and draws SVG plots.
+// the results (the sweep's ceiling.json, or bench/scale.sh CSVs), prints predictions and
+// their error against every run (in-sample, leave-one-out, and extrapolated from N ≤ 2),
+// and draws SVG plots.
 // Each run prints one line: workload=heavy n=4 mode=cluster rps=... verdict=cpu evidence="...".
 package main
 
@@ -42,7 +44,7 @@ const usage = `usage:
   ceiling sweep [-quick] [-out DIR] [-n LIST] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
                 [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] ...
   ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] [-workloads heavy,static] ...
-  ceiling model [-results DIR|FILE,...] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
+  ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
   ceiling pin -cpus LIST -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
 Run 'ceiling COMMAND -h' for a command's flags.`
 

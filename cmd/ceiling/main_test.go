@@ -40,6 +40,9 @@ func TestRunErrors(t *testing.T) {
 		{"model with a bad link", []string{"model", "-nic", "fast"}, `parse link rate "fast"`},
 		{"sweep with a bad N", []string{"sweep", "-n", "1,x"}, `"x" is not a positive integer`},
 		{"nic with a bad rate", []string{"nic", "-rates", "1gbit,zz"}, `parse link rate "zz"`},
+		{"model with a csv that is not one", []string{"model", "-csv", "results.txt"}, `-csv "results.txt": want a .csv file`},
+		{"model with no fit points", []string{"model", "-csv", "x.csv", "-fit-max-n", "0"}, "want at least 1"},
+		{"model with a missing csv", []string{"model", "-csv", "/nonexistent/x.csv"}, "read results"},
 		{"pin without command", []string{"pin", "-cpus", "0"}, "no command given"},
 		{"pin with a bad list", []string{"pin", "-cpus", "x", "true"}, "parse cpu list"},
 	} {
@@ -97,5 +100,63 @@ func TestModelCommand(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("model wrote no %s: %v", f, err)
 		}
+	}
+}
+
+// scaleCSV is a bench/scale.sh file whose points a loss of 0.1 per core makes exactly,
+// except at n = 8, where the server ran 10 % slower than the curve.
+func scaleCSV() string {
+	s := "# 2026-11-30T00:51:15Z host: 16 cpus, Test CPU, kernel 6.1\n# load: wrk -t8 -c256 on cpus 8-15, 1s warm-up, 4s measured; taskset honoured\n" +
+		"n,mode,route,rps,cpu_us_per_req,server_cores_busy,p50_ms,p99_ms,errors\n"
+	for _, n := range []int{1, 2, 4, 8} {
+		rps := float64(n) * 1e6 / 10 / (1 + 0.1*float64(n-1))
+		if n == 8 {
+			rps *= 0.9
+		}
+		s += fmt.Sprintf("%d,cluster,post,%.3f,%.3f,%d.00,1,2,\n", n, rps, 10*(1+0.1*float64(n-1)), n)
+	}
+	return s
+}
+
+func TestModelCommandCSV(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "scale-test-n1-8.csv")
+	if err := os.WriteFile(csv, []byte(scaleCSV()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		want      []string
+		wantFiles []string
+	}{
+		{"-csv alone reads no default results", []string{"model", "-csv", csv},
+			[]string{"Measured on: Test CPU, 16 cores",
+				"model_check in_sample_mae=",
+				"validates=true",
+				"model_extrapolation fit_max_n=2 points=2 mae=5.6% cpu_bound_points=2 cpu_bound_mae=5.6%",
+				"model_extrapolation workload=scale-test:post mode=cluster n4=+0.0% n8=+11.1% mae=5.6%",
+				"workload=scale-test:post nic_ceiling_at_cores: 1 GbE=unknown"}, nil},
+		{"-fit-max-n 4", []string{"model", "-csv", csv, "-fit-max-n", "4"},
+			[]string{"model_extrapolation workload=scale-test:post mode=cluster n8=+11.1% mae=11.1%"}, nil},
+		{"a directory's csv files are found", []string{"model", "-results", dir, "-plots", "-"},
+			[]string{"model_extrapolation fit_max_n=2 points=2"}, []string{"model.md", "model.json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := run(context.Background(), tc.args, os.Getenv, &out, &errb); err != nil {
+				t.Fatalf("%v: %s", err, errb.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, f := range tc.wantFiles {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("model wrote no %s: %v", f, err)
+				}
+			}
+		})
 	}
 }

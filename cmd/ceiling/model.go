@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/onehost/onehost/internal/ceiling"
 )
@@ -15,7 +16,9 @@ import (
 func runModel(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ceiling model", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	results := fs.String("results", "data/ceiling", "result files or directories (searched for ceiling.json), comma-separated")
+	results := fs.String("results", "data/ceiling", "result files or directories (searched for ceiling.json and .csv), comma-separated")
+	csvs := fs.String("csv", "", "bench/scale.sh CSV files, comma-separated (then -results is read only when given)")
+	fitMaxN := fs.Int("fit-max-n", ceiling.DefaultFitMaxN, "the extrapolation check fits on runs with N up to this and predicts the rest")
 	cores := fs.Int("cores", 12, "server cores to predict for")
 	nic := fs.String("nic", "10g", "link to predict behind: 1g, 10g, 25g, 100g, 100mbit")
 	maxCores := fs.Int("max-cores", 64, "largest core count of the tables and the crossover search")
@@ -31,19 +34,30 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *cores < 1 || *maxCores < 1 {
-		return fmt.Errorf("model: -cores %d and -max-cores %d: want at least 1", *cores, *maxCores)
+	if *cores < 1 || *maxCores < 1 || *fitMaxN < 1 {
+		return fmt.Errorf("model: -cores %d, -max-cores %d and -fit-max-n %d: want at least 1", *cores, *maxCores, *fitMaxN)
 	}
-	paths := splitList(*results)
-	runs, machines, err := ceiling.LoadRuns(paths...)
+	resultsSet := false
+	fs.Visit(func(f *flag.Flag) { resultsSet = resultsSet || f.Name == "results" })
+	var paths []string
+	if *csvs == "" || resultsSet {
+		paths = splitList(*results)
+	}
+	csvPaths := splitList(*csvs)
+	for _, p := range csvPaths {
+		if !strings.EqualFold(filepath.Ext(p), ".csv") {
+			return fmt.Errorf("model: -csv %q: want a .csv file", p)
+		}
+	}
+	runs, machines, err := ceiling.LoadRuns(append(paths, csvPaths...)...)
 	if err != nil {
 		return err
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("model: no runs in %s", *results)
+		return fmt.Errorf("model: no runs in %s", strings.Join(append(paths, csvPaths...), ","))
 	}
 	oneDir := ""
-	if len(paths) == 1 {
+	if len(paths) == 1 && len(csvPaths) == 0 {
 		if st, err := os.Stat(paths[0]); err == nil && st.IsDir() {
 			oneDir = paths[0]
 		}
@@ -56,7 +70,7 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	}
 
 	var buf bytes.Buffer
-	cfg := ceiling.ReportConfig{Cores: *cores, LinkBits: link, MaxCores: *maxCores}
+	cfg := ceiling.ReportConfig{Cores: *cores, LinkBits: link, MaxCores: *maxCores, FitMaxN: *fitMaxN}
 	if err := ceiling.WriteReport(&buf, runs, machines, cfg); err != nil {
 		return err
 	}
@@ -65,6 +79,9 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	}
 	models := ceiling.Fit(runs)
 	for _, l := range ceiling.ModelSummary(models, []float64{1e9, 10e9, 25e9, 100e9}, *maxCores) {
+		fmt.Fprintln(stdout, l)
+	}
+	for _, l := range ceiling.ValidationSummary(ceiling.Validate(runs, *fitMaxN)) {
 		fmt.Fprintln(stdout, l)
 	}
 	if *report != "" {
@@ -77,6 +94,7 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *plots != "" && *plots != "-" {
+		// The plots draw the sweep's own runs (ceiling.WritePlots leaves out CSV sources).
 		names, err := ceiling.WritePlots(*plots, runs, models)
 		if err != nil {
 			return err

@@ -26,14 +26,21 @@ const WireFactor = 1538.0 / 1448.0
 // coherency term: the measured range (1–12 cores) cannot tell the two apart, so the
 // model stays linear in its loss and says so when it extrapolates.
 type Model struct {
-	Workload    string  `json:"workload"`
-	Mode        string  `json:"mode"`
+	Workload string `json:"workload"`
+	Mode     string `json:"mode"`
+	// Source is the runs' Source ("" for the sweep's own).
+	Source      string  `json:"source,omitempty"`
 	N1          int     `json:"n1"`
 	CPUUsPerReq float64 `json:"cpu_us_per_req"`
 	E1          float64 `json:"e1"`
 	Alpha       float64 `json:"alpha"`
+	// AlphaFrom says where Alpha came from when the series could not fit it: with one
+	// point, the median of other series (see BorrowAlpha); "" when fitted.
+	AlphaFrom string `json:"alpha_from,omitempty"`
 	// BytesPerReq is the HTTP response (headers and body) a NIC transmits per request;
 	// LoBytesPerReq what a loopback carries per request (both directions, TCP/IP headers).
+	// Zero when the runs did not record bytes (bench/scale.sh's CSV): then no link
+	// limit applies (LinkKnown is false) and predictions say so.
 	BytesPerReq   float64 `json:"bytes_per_req"`
 	LoBytesPerReq float64 `json:"lo_bytes_per_req"`
 	// GenUsPerReq is the load generator's CPU per request, for sizing it.
@@ -41,6 +48,20 @@ type Model struct {
 	// Points are the worker counts the fit used; MaxN the largest.
 	Points []int `json:"points"`
 }
+
+// Name is the workload, prefixed by its source when it has one.
+func (m Model) Name() string { return seriesName(m.Source, m.Workload) }
+
+func seriesName(source, workload string) string {
+	if source == "" {
+		return workload
+	}
+	return source + ":" + workload
+}
+
+// LinkKnown reports whether the model knows the bytes per response, so that an Ethernet
+// link can limit it; without them a NIC ceiling cannot be predicted.
+func (m Model) LinkKnown() bool { return m.BytesPerReq > 0 }
 
 // Efficiency is the share of linear scaling from one core at n cores.
 func (m Model) Efficiency(n float64) float64 {
@@ -73,14 +94,19 @@ func (m Model) LinkLimit(l Link) float64 {
 	if l.BitsPerS <= 0 {
 		return math.Inf(1)
 	}
-	per := m.BytesPerReq * WireFactor
-	if l.Loopback {
-		per = m.LoBytesPerReq
-	}
+	per := m.linkBytes(l)
 	if per <= 0 {
 		return math.Inf(1)
 	}
 	return l.BitsPerS / 8 / per
+}
+
+// linkBytes is what link l carries per request; 0 when unknown.
+func (m Model) linkBytes(l Link) float64 {
+	if l.Loopback {
+		return m.LoBytesPerReq
+	}
+	return m.BytesPerReq * WireFactor
 }
 
 // Prediction is the model's answer for one core count and link.
@@ -93,12 +119,16 @@ type Prediction struct {
 	Limit     string  `json:"limit"`      // VerdictCPU or VerdictNIC
 	GenCores  float64 `json:"gen_cores"`  // generator cores needed to offer RPS
 	BytesPerS float64 `json:"bytes_per_s"`
+	// LinkUnknown: the model has no bytes per request, so LinkLimit is not applicable
+	// (not "unlimited") and Limit is only the CPU's.
+	LinkUnknown bool `json:"link_unknown,omitempty"`
 }
 
 // Predict is the model at n cores behind link l.
 func (m Model) Predict(n int, l Link) Prediction {
 	c, k := m.CPULimit(float64(n)), m.LinkLimit(l)
-	p := Prediction{Cores: n, LinkBits: l.BitsPerS, CPULimit: c, LinkLimit: k, RPS: c, Limit: VerdictCPU}
+	p := Prediction{Cores: n, LinkBits: l.BitsPerS, CPULimit: c, LinkLimit: k, RPS: c, Limit: VerdictCPU,
+		LinkUnknown: l.BitsPerS > 0 && m.linkBytes(l) <= 0}
 	if k < c {
 		p.RPS, p.Limit = k, VerdictNIC
 	}
@@ -121,44 +151,65 @@ func (m Model) Crossover(l Link, maxCores int) int {
 	return 0
 }
 
-// Fit builds one Model per (workload, mode) from the sweep's unshaped runs. Runs that
-// were skipped, failed or that the generator limited are left out of the efficiency fit
-// (they measure the generator, not the server) but still give bytes and CPU per request.
+// series is what one Model is fitted to: one workload in one mode from one source.
+type series struct{ source, workload, mode string }
+
+func seriesOf(r Run) series    { return series{r.Source, r.Workload, r.Mode} }
+func (m Model) series() series { return series{m.Source, m.Workload, m.Mode} }
+
+func (a series) less(b series) bool {
+	if a.source != b.source {
+		return a.source < b.source
+	}
+	if a.workload != b.workload {
+		return a.workload < b.workload
+	}
+	return a.mode < b.mode
+}
+
+// fitPoint reports whether a run is a point of the efficiency fit: an unshaped sweep run
+// that served requests and that neither the generator nor failed connections limited.
+func fitPoint(r Run) bool {
+	return r.Skipped == "" && r.Requests > 0 && r.RPS > 0 && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 &&
+		r.Verdict != VerdictGenerator && r.Verdict != VerdictFD
+}
+
+// Fit builds one Model per (source, workload, mode) from the sweep's unshaped runs. Runs
+// that were skipped, failed or that the generator limited are left out of the efficiency
+// fit (they measure the generator, not the server) but still give bytes and CPU per
+// request. A series with one point gets alpha 0 (nothing to fit it from; see
+// BorrowAlpha for the validation's answer to that).
 func Fit(runs []Run) []Model {
-	type key struct{ w, m string }
-	groups := make(map[key][]Run)
-	lo := make(map[string][]float64) // workload -> loopback bytes per request, shaped runs first
-	var keys []key
+	type loKey struct{ source, workload string }
+	groups := make(map[series][]Run)
+	lo := make(map[loKey][]float64) // loopback bytes per request, from shaped runs
+	var keys []series
 	for _, r := range runs {
 		if r.Skipped != "" || r.Requests <= 0 || r.RPS <= 0 {
 			continue
 		}
 		if r.LoBytesPerS > 0 && r.Purpose == PurposeNIC {
-			lo[r.Workload] = append(lo[r.Workload], r.LoBytesPerS/r.RPS)
+			k := loKey{r.Source, r.Workload}
+			lo[k] = append(lo[k], r.LoBytesPerS/r.RPS)
 		}
 		if r.Purpose != PurposeSweep || r.LinkBitsPerS > 0 {
 			continue
 		}
-		k := key{r.Workload, r.Mode}
+		k := seriesOf(r)
 		if _, ok := groups[k]; !ok {
 			keys = append(keys, k)
 		}
 		groups[k] = append(groups[k], r)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].w != keys[j].w {
-			return keys[i].w < keys[j].w
-		}
-		return keys[i].m < keys[j].m
-	})
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
 	var out []Model
 	for _, k := range keys {
 		rs := groups[k]
 		sort.SliceStable(rs, func(i, j int) bool { return rs[i].N < rs[j].N })
-		m := Model{Workload: k.w, Mode: k.m}
+		m := Model{Workload: k.workload, Mode: k.mode, Source: k.source}
 		var good []Run
 		for _, r := range rs {
-			if r.Verdict != VerdictGenerator && r.Verdict != VerdictFD {
+			if fitPoint(r) {
 				good = append(good, r)
 			}
 		}
@@ -210,7 +261,7 @@ func Fit(runs []Run) []Model {
 		// else, while the host's loopback during the sweep also carries other programs'
 		// traffic. Without one, the HTTP bytes stand in (headers of 64 KiB GSO segments
 		// add little).
-		if v := lo[k.w]; len(v) > 0 {
+		if v := lo[loKey{k.source, k.workload}]; len(v) > 0 {
 			m.LoBytesPerReq = median(v)
 		} else {
 			m.LoBytesPerReq = m.BytesPerReq
@@ -232,6 +283,8 @@ func median(v []float64) float64 {
 // Check is one measured run against the model's prediction for it.
 type Check struct {
 	Run       Run
+	Index     int   // the run's position in the runs checked
+	Model     Model // the model that made the prediction
 	Predicted Prediction
 	ErrPct    float64 // (predicted − measured) / measured × 100
 	Note      string  // why the comparison is weak (the generator limited the run)
@@ -240,31 +293,37 @@ type Check struct {
 // CheckModels predicts every measured run with its workload's model (the same mode;
 // shaped runs with their loopback link) and reports the error.
 func CheckModels(models []Model, runs []Run) []Check {
-	byKey := make(map[string]Model)
+	byKey := make(map[series]Model)
 	for _, m := range models {
-		byKey[m.Workload+"/"+m.Mode] = m
+		byKey[m.series()] = m
 	}
 	var out []Check
-	for _, r := range runs {
+	for i, r := range runs {
 		if r.Skipped != "" || r.RPS <= 0 || r.Purpose == PurposeImbalance {
 			continue
 		}
-		m, ok := byKey[r.Workload+"/"+r.Mode]
+		m, ok := byKey[seriesOf(r)]
 		if !ok {
 			continue
 		}
-		l := Link{BitsPerS: r.LinkBitsPerS, Loopback: true}
-		p := m.Predict(r.N, l)
-		c := Check{Run: r, Predicted: p, ErrPct: (p.RPS - r.RPS) / r.RPS * 100}
-		switch r.Verdict {
-		case VerdictGenerator:
-			c.Note = "generator-bound: measured is a lower bound"
-		case VerdictFD:
-			c.Note = "connections failed"
-		}
-		out = append(out, c)
+		out = append(out, check(i, m, r))
 	}
 	return out
+}
+
+// check predicts run r (runs[i]) with model m (shaped runs behind their loopback link).
+func check(i int, m Model, r Run) Check {
+	p := m.Predict(r.N, Link{BitsPerS: r.LinkBitsPerS, Loopback: true})
+	c := Check{Run: r, Index: i, Model: m, Predicted: p, ErrPct: (p.RPS - r.RPS) / r.RPS * 100}
+	switch {
+	case r.Verdict == VerdictGenerator:
+		c.Note = "generator-bound: measured is a lower bound"
+	case r.Verdict == VerdictFD:
+		c.Note = "connections failed"
+	case p.LinkUnknown:
+		c.Note = "bytes per request unknown: the link limit is not applicable"
+	}
+	return c
 }
 
 // Published is the heavy PATCH run of the source article: one Node process served 8,000
@@ -297,5 +356,5 @@ func ImpliedAlpha(rps1, rpsN float64, n int) float64 {
 // String is the model in one line.
 func (m Model) String() string {
 	return fmt.Sprintf("%s/%s: %.1f µs/req at n=%d (e1 %.2f), alpha %.3f, %.0f B/req, gen %.1f µs/req, points %v",
-		m.Workload, m.Mode, m.CPUUsPerReq, m.N1, m.E1, m.Alpha, m.BytesPerReq, m.GenUsPerReq, m.Points)
+		m.Name(), m.Mode, m.CPUUsPerReq, m.N1, m.E1, m.Alpha, m.BytesPerReq, m.GenUsPerReq, m.Points)
 }

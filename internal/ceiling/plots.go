@@ -8,12 +8,15 @@ import (
 	"sort"
 )
 
-// workloadsOf lists the workloads of runs in first-seen order.
+// The plots draw the sweep's own runs only (Source ""): runs read from other sources
+// (bench/scale.sh CSVs) share workload names but not code or host.
+
+// workloadsOf lists the workloads of the sweep's runs in first-seen order.
 func workloadsOf(runs []Run) []string {
 	var out []string
 	seen := make(map[string]bool)
 	for _, r := range runs {
-		if !seen[r.Workload] {
+		if r.Source == "" && !seen[r.Workload] {
 			seen[r.Workload] = true
 			out = append(out, r.Workload)
 		}
@@ -25,7 +28,7 @@ func workloadsOf(runs []Run) []string {
 func sweepPoints(runs []Run, workload, mode string, f func(Run) float64) []Point {
 	var pts []Point
 	for _, r := range runs {
-		if r.Workload == workload && r.Mode == mode && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 &&
+		if r.Source == "" && r.Workload == workload && r.Mode == mode && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 &&
 			r.Skipped == "" && r.RPS > 0 {
 			pts = append(pts, Point{float64(r.N), f(r)})
 		}
@@ -36,7 +39,7 @@ func sweepPoints(runs []Run, workload, mode string, f func(Run) float64) []Point
 
 func modelFor(models []Model, workload, mode string) (Model, bool) {
 	for _, m := range models {
-		if m.Workload == workload && m.Mode == mode {
+		if m.Source == "" && m.Workload == workload && m.Mode == mode {
 			return m, true
 		}
 	}
@@ -105,7 +108,7 @@ func LinkChart(runs []Run, models []Model, workload string) Chart {
 	var pts []Point
 	n, mode := 0, ModeCluster
 	for _, r := range runs {
-		if r.Workload == workload && r.Purpose == PurposeNIC && r.LinkBitsPerS > 0 && r.Skipped == "" {
+		if r.Source == "" && r.Workload == workload && r.Purpose == PurposeNIC && r.LinkBitsPerS > 0 && r.Skipped == "" {
 			pts = append(pts, Point{r.LinkBitsPerS, r.RPS})
 			n, mode = r.N, r.Mode
 		}

@@ -9,12 +9,14 @@ import (
 )
 
 // ReportConfig says what the model report predicts. The zero value predicts 12 cores
-// behind 10 GbE, tables up to 64 cores, links of 1, 10, 25 and 100 GbE.
+// behind 10 GbE, tables up to 64 cores, links of 1, 10, 25 and 100 GbE, and tests the
+// extrapolation from N ≤ 2.
 type ReportConfig struct {
 	Cores    int     // default 12
 	LinkBits float64 // default 10e9
 	MaxCores int     // default 64
 	Links    []float64
+	FitMaxN  int // the extrapolation check fits on N ≤ FitMaxN; default DefaultFitMaxN (2)
 }
 
 func (c ReportConfig) withDefaults() ReportConfig {
@@ -30,6 +32,9 @@ func (c ReportConfig) withDefaults() ReportConfig {
 	if len(c.Links) == 0 {
 		c.Links = []float64{1e9, 10e9, 25e9, 100e9}
 	}
+	if c.FitMaxN <= 0 {
+		c.FitMaxN = DefaultFitMaxN
+	}
 	return c
 }
 
@@ -37,8 +42,9 @@ func (c ReportConfig) withDefaults() ReportConfig {
 var tableCores = []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64}
 
 // WriteReport prints the fitted models, their predictions, the core count where each
-// link becomes the ceiling, the error against every measured run, and the comparison
-// with the article's published 12-core run.
+// link becomes the ceiling, the error against every measured run (in-sample and
+// leave-one-out), the extrapolation test (fit on N ≤ FitMaxN, predict the larger N), and
+// the comparison with the article's published 12-core run.
 func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) error {
 	cfg = cfg.withDefaults()
 	b := bufio.NewWriter(w)
@@ -54,13 +60,24 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 	fmt.Fprintf(b, "\nrps(n) = min(n x 1e6 / cpu_us x e1 / (1 + alpha (n - n1)), link bytes/s / (bytes/req x %.4f))\n\n", WireFactor)
 	fmt.Fprintln(b, "| workload | mode | CPU µs/req at n1 | n1 | e1 | alpha | bytes/req | loopback bytes/req | generator µs/req | points |")
 	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	unknownBytes := false
 	for _, m := range models {
-		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %.0f | %.0f | %.1f | %v |\n", m.Workload, m.Mode,
-			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, m.BytesPerReq, m.LoBytesPerReq, m.GenUsPerReq, m.Points)
+		bytes, lo := fmt.Sprintf("%.0f", m.BytesPerReq), fmt.Sprintf("%.0f", m.LoBytesPerReq)
+		if !m.LinkKnown() {
+			bytes, lo, unknownBytes = "unknown", "unknown", true
+		}
+		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %s | %s | %s | %v |\n", m.Name(), m.Mode,
+			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, bytes, lo, orUnknown(m.GenUsPerReq, "%.1f"), m.Points)
+	}
+	if unknownBytes {
+		fmt.Fprintln(b, "\nBytes per request \"unknown\": those runs (bench/scale.sh CSVs) did not record them, so no link limit applies to their models and no NIC ceiling is predicted for them.")
 	}
 
 	link := Link{BitsPerS: cfg.LinkBits}
 	fmt.Fprintf(b, "\n## Prediction: %d cores behind %s (cluster)\n\n", cfg.Cores, linkName(cfg.LinkBits))
+	if maxN := maxClusterN(models); maxN > 0 && cfg.Cores > maxN {
+		fmt.Fprintf(b, "%d cores is beyond the largest N measured (%d): an extrapolation. How far the model's extrapolations miss, where it can be told, is in \"Extrapolation\" below and in docs/ceiling.md.\n\n", cfg.Cores, maxN)
+	}
 	fmt.Fprintln(b, "| workload | req/s | limit | CPU limit | link limit | payload | generator cores needed |")
 	fmt.Fprintln(b, "|---|---:|---|---:|---:|---:|---:|")
 	for _, m := range models {
@@ -68,7 +85,12 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 			continue
 		}
 		p := m.Predict(cfg.Cores, link)
-		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f |\n", m.Workload, p.RPS, p.Limit, p.CPULimit,
+		if p.LinkUnknown {
+			fmt.Fprintf(b, "| %s | %.0f | %s (link n/a) | %.0f | n/a: bytes unknown | - | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
+				orUnknown(p.GenCores, "%.1f"))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
 			p.LinkLimit, rate(p.BytesPerS), p.GenCores)
 	}
 
@@ -85,8 +107,12 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		if m.Mode != ModeCluster {
 			continue
 		}
-		row := "| " + m.Workload + " |"
+		row := "| " + m.Name() + " |"
 		for _, l := range cfg.Links {
+			if !m.LinkKnown() {
+				row += " unknown (bytes not measured) |"
+				continue
+			}
 			if n := m.Crossover(Link{BitsPerS: l}, cfg.MaxCores); n > 0 {
 				row += fmt.Sprintf(" %d |", n)
 			} else {
@@ -100,7 +126,19 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		if m.Mode != ModeCluster {
 			continue
 		}
-		fmt.Fprintf(b, "\n### %s: predicted req/s (N = the NIC limits)\n\n", m.Workload)
+		fmt.Fprintf(b, "\n### %s: predicted req/s (N = the NIC limits)\n\n", m.Name())
+		if !m.LinkKnown() {
+			fmt.Fprintln(b, "Bytes per request unknown: CPU limit only, no link applies.")
+			fmt.Fprintln(b)
+			fmt.Fprintln(b, "| cores | CPU limit |")
+			fmt.Fprintln(b, "|---:|---:|")
+			for _, n := range tableCores {
+				if n <= cfg.MaxCores {
+					fmt.Fprintf(b, "| %d | %s |\n", n, shortNum(m.CPULimit(float64(n))))
+				}
+			}
+			continue
+		}
 		fmt.Fprintln(b, "| cores | no link |"+head[len("| workload |"):])
 		fmt.Fprintln(b, "|---:"+sep[len("|---"):]+"---:|")
 		for _, n := range tableCores {
@@ -120,31 +158,40 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		}
 	}
 
-	checks := CheckModels(models, runs)
-	fmt.Fprintf(b, "\n## The model against every measured run\n\n")
-	fmt.Fprintln(b, "| workload | mode | purpose | n | link | measured req/s | predicted | error | verdict | note |")
-	fmt.Fprintln(b, "|---|---|---|---:|---|---:|---:|---:|---|---|")
-	var sumAbs float64
-	var cnt int
-	for _, c := range checks {
-		l := "-"
-		if c.Run.LinkBitsPerS > 0 {
-			l = FormatBits(c.Run.LinkBitsPerS)
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %.0f | %.0f | %+.1f%% | %s | %s |\n", c.Run.Workload, c.Run.Mode,
-			c.Run.Purpose, c.Run.N, l, c.Run.RPS, c.Predicted.RPS, c.ErrPct, c.Run.Verdict, c.Note)
-		if c.Note == "" {
-			sumAbs += math.Abs(c.ErrPct)
-			cnt++
-		}
-	}
-	if cnt > 0 {
-		fmt.Fprintf(b, "\nMean absolute error over %d runs the generator did not limit: %.1f%%\n", cnt, sumAbs/float64(cnt))
-	}
+	v := Validate(runs, cfg.FitMaxN)
+	writeChecks(b, models, runs, v)
+	writeExtrapolation(b, v)
 
-	writePeers(b, runs)
+	var own []Run // the peers and the article compare the sweep's own runs only
+	for _, r := range runs {
+		if r.Source == "" {
+			own = append(own, r)
+		}
+	}
+	writePeers(b, own)
 	writePublished(b, models)
 	return b.Flush()
+}
+
+// orUnknown formats v, or says "unknown" when it was not measured (0).
+func orUnknown(v float64, format string) string {
+	if v <= 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// maxClusterN is the largest N any cluster model was fitted on.
+func maxClusterN(models []Model) int {
+	n := 0
+	for _, m := range models {
+		if m.Mode == ModeCluster {
+			for _, p := range m.Points {
+				n = max(n, p)
+			}
+		}
+	}
+	return n
 }
 
 // writePeers is the peers table: our cluster against PM2 (heavy) and nginx (static) at
@@ -235,7 +282,8 @@ func rate(bps float64) string {
 	return fmt.Sprintf("%.1f MB/s", bps/1e6)
 }
 
-// ModelSummary is one line per cluster model: where each link becomes the ceiling.
+// ModelSummary is one line per cluster model: where each link becomes the ceiling
+// ("unknown" when the model has no bytes per request).
 func ModelSummary(models []Model, links []float64, maxCores int) []string {
 	var out []string
 	for _, m := range models {
@@ -246,12 +294,15 @@ func ModelSummary(models []Model, links []float64, maxCores int) []string {
 		for _, l := range links {
 			n := m.Crossover(Link{BitsPerS: l}, maxCores)
 			s := "never"
-			if n > 0 {
+			switch {
+			case !m.LinkKnown():
+				s = "unknown"
+			case n > 0:
 				s = fmt.Sprint(n)
 			}
 			parts = append(parts, linkName(l)+"="+s)
 		}
-		out = append(out, fmt.Sprintf("workload=%s nic_ceiling_at_cores: %s", m.Workload, strings.Join(parts, " ")))
+		out = append(out, fmt.Sprintf("workload=%s nic_ceiling_at_cores: %s", m.Name(), strings.Join(parts, " ")))
 	}
 	return out
 }

@@ -24,6 +24,10 @@ const (
 	ModeSingle  = "single"
 	ModePM2     = "pm2"
 	ModeNginx   = "nginx"
+	// ModePrefork is bench/scale.sh's N hand-started GOMAXPROCS=1 workers, each pinned to
+	// its own core on one SO_REUSEPORT port: the cluster before the supervisor existed
+	// (read from its CSV files, never run by the sweep).
+	ModePrefork = "prefork"
 )
 
 // Purposes of a run.
@@ -78,6 +82,10 @@ type Run struct {
 	N        int    `json:"n"` // workers (cluster, pm2 instances, nginx worker processes) or GOMAXPROCS (single)
 	// Writes: the workload writes to SQLite (the mix's likes and posts).
 	Writes bool `json:"writes,omitempty"`
+	// Source names the result set a run came from when runs of different code or hosts
+	// are modelled together (a bench/scale.sh CSV's name, see CSVSource); "" for the
+	// sweep's own results. Runs of different sources are never fitted together.
+	Source string `json:"source,omitempty"`
 
 	Generator     string    `json:"generator"` // "autocannon" or "wrk"
 	GenCommand    []string  `json:"gen_command"`
@@ -224,8 +232,9 @@ func AppendJSONLine(w io.Writer, r Run) error {
 const ResultFile = "ceiling.json"
 
 // LoadRuns reads runs from result files: a ceiling.json (a Sweep), a JSON-lines file of
-// runs, or a directory searched for ceiling.json files. Machines are returned in the
-// order of the files.
+// runs, a bench/scale.sh CSV (a name ending in .csv, see ParseScaleCSV), or a directory
+// searched for ceiling.json and .csv files. Machines are returned in the order of the
+// files.
 func LoadRuns(paths ...string) ([]Run, []Machine, error) {
 	var runs []Run
 	var machines []Machine
@@ -241,7 +250,7 @@ func LoadRuns(paths ...string) ([]Run, []Machine, error) {
 		}
 		var found []string
 		err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && d.Name() == ResultFile {
+			if err == nil && !d.IsDir() && (d.Name() == ResultFile || isCSV(path)) {
 				found = append(found, path)
 			}
 			return err
@@ -250,7 +259,7 @@ func LoadRuns(paths ...string) ([]Run, []Machine, error) {
 			return nil, nil, fmt.Errorf("read results: %w", err)
 		}
 		if len(found) == 0 {
-			return nil, nil, fmt.Errorf("read results: no %s under %s", ResultFile, p)
+			return nil, nil, fmt.Errorf("read results: no %s or .csv under %s", ResultFile, p)
 		}
 		sort.Strings(found)
 		files = append(files, found...)
@@ -260,7 +269,13 @@ func LoadRuns(paths ...string) ([]Run, []Machine, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("read results: %w", err)
 		}
-		rs, m, err := ParseResults(b)
+		var rs []Run
+		var m *Machine
+		if isCSV(f) {
+			rs, m, err = ParseScaleCSV(b, CSVSource(f))
+		} else {
+			rs, m, err = ParseResults(b)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read results %s: %w", f, err)
 		}
@@ -271,6 +286,8 @@ func LoadRuns(paths ...string) ([]Run, []Machine, error) {
 	}
 	return runs, machines, nil
 }
+
+func isCSV(path string) bool { return strings.EqualFold(filepath.Ext(path), ".csv") }
 
 // ParseResults decodes a Sweep (one JSON object with "runs") or JSON lines of Runs.
 func ParseResults(b []byte) ([]Run, *Machine, error) {

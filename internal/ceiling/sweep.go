@@ -154,8 +154,9 @@ type Sweeper struct {
 }
 
 type baseline struct {
-	n   int
-	p99 float64
+	n     int
+	p99   float64
+	cpuUs float64 // server CPU µs per request
 }
 
 // NewSweeper checks the configuration and finds the generator.
@@ -748,17 +749,19 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.Workers = shares(before, after, midSt)
 	}
 	// The sqlite verdict compares p99 with the same workload's at the sweep's smallest N.
-	base := 0.0
+	base, baseCPU := 0.0, 0.0
 	if o.Purpose == PurposeSweep {
 		key := r.Workload + "/" + r.Mode
 		b, ok := s.baseline[key]
 		if !ok {
-			s.baseline[key] = baseline{r.N, r.P99Ms}
+			s.baseline[key] = baseline{r.N, r.P99Ms, r.ServerCPUUsPerReq}
 		} else if r.N > b.n {
-			base = b.p99
+			base, baseCPU = b.p99, b.cpuUs
 		}
 	}
-	r.Verdict, r.Evidence = Judge(EvidenceOf(r, base), s.cfg.Thresholds)
+	e := EvidenceOf(r, base)
+	e.BaselineCPUUs = baseCPU
+	r.Verdict, r.Evidence = Judge(e, s.cfg.Thresholds)
 	return r
 }
 

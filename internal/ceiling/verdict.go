@@ -42,6 +42,15 @@ type Thresholds struct {
 	SQLiteIdle    float64
 	SQLiteLatency float64
 	SQLiteP99Ms   float64
+	// SQLiteCPUGrowth: sqlite, even with the cores full, when the workload writes and its
+	// CPU per request is at least this many times the baseline's (the same workload on
+	// the smallest N). Default 2. Why: with more than one connection on the file, every
+	// write makes every other connection throw away its page cache at its next read
+	// (WAL's change counter; the reader re-reads and re-parses each B-tree page), and
+	// writers retry the lock; the cores are busy, but with SQLite's bookkeeping, so more
+	// cores do not buy throughput. A profile of the mix on two connections showed 46 % of
+	// the CPU in btreeInitPage and 32 % in pread.
+	SQLiteCPUGrowth float64
 }
 
 func (t Thresholds) withDefaults() Thresholds {
@@ -57,6 +66,7 @@ func (t Thresholds) withDefaults() Thresholds {
 	def(&t.SQLiteIdle, 0.75)
 	def(&t.SQLiteLatency, 3)
 	def(&t.SQLiteP99Ms, 50)
+	def(&t.SQLiteCPUGrowth, 2)
 	return t
 }
 
@@ -83,6 +93,8 @@ type Evidence struct {
 	Writes        bool
 	P99Ms         float64
 	BaselineP99Ms float64 // the same workload's p99 on one worker; 0 unknown
+	CPUUs         float64 // server CPU µs per request
+	BaselineCPUUs float64 // the same workload's on one worker; 0 unknown
 }
 
 // EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
@@ -93,12 +105,13 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
 		GenBound: r.GenBoundFlag, GenBusyCores: r.GenBusyCores, GenThreads: r.GenThreads, GenMaxThread: r.GenMaxThread,
 		Requests: r.Requests, ConnectErrors: r.ConnectErrors, Errors: r.Errors, ErrorText: r.ErrorText,
-		Writes: r.Writes, P99Ms: r.P99Ms, BaselineP99Ms: baselineP99Ms,
+		Writes: r.Writes, P99Ms: r.P99Ms, BaselineP99Ms: baselineP99Ms, CPUUs: r.ServerCPUUsPerReq,
 	}
 }
 
 // Judge names what ran out first, with the numbers that say so. The checks run in order:
-// fd (failures make every other figure moot), cpu (the server's own cores full), nic
+// fd (failures make every other figure moot), sqlite by CPU growth (a writing workload whose
+// CPU per request multiplied as connections were added), cpu (the server's own cores full), nic
 // (the link full while the cores are not), generator (the offered load was the limit),
 // cpu of the host (no idle CPU left anywhere: shared cores or other processes), sqlite;
 // otherwise unclear.
@@ -114,6 +127,10 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 			ev += ": " + fdText
 		}
 		return VerdictFD, ev
+	}
+	if e.Writes && e.BaselineCPUUs > 0 && e.CPUUs >= t.SQLiteCPUGrowth*e.BaselineCPUUs {
+		return VerdictSQLite, fmt.Sprintf("writes; CPU per request %.1fx the smallest N's (%.1f -> %.1f us): connections reset each other's page caches and retry the write lock; %s",
+			e.CPUUs/e.BaselineCPUUs, e.BaselineCPUUs, e.CPUUs, cpu)
 	}
 	if cores > 0 && e.ServerBusyCores >= t.CPUBusy*cores {
 		return VerdictCPU, cpu

@@ -47,6 +47,23 @@ func TestJudge(t *testing.T) {
 			e.ServerBusyCores = 3.2
 		}), VerdictUnclear, ""},
 		{"writes, no baseline, p99 high", with(func(e *Evidence) { e.Writes = true; e.P99Ms = 80 }), VerdictSQLite, "p99 80.0 ms"},
+		{"writes, cores full, CPU per request 5x: sqlite", with(func(e *Evidence) {
+			e.Writes = true
+			e.ServerBusyCores = 4
+			e.BaselineCPUUs = 55
+			e.CPUUs = 299
+		}), VerdictSQLite, "CPU per request 5.4x the smallest N's (55.0 -> 299.0 us)"},
+		{"writes, CPU per request 1.5x: cpu", with(func(e *Evidence) {
+			e.Writes = true
+			e.ServerBusyCores = 4
+			e.BaselineCPUUs = 55
+			e.CPUUs = 80
+		}), VerdictCPU, "server CPU 400% of 400%"},
+		{"reads whose CPU per request grew are not sqlite", with(func(e *Evidence) {
+			e.ServerBusyCores = 4
+			e.BaselineCPUUs = 10
+			e.CPUUs = 40
+		}), VerdictCPU, ""},
 		{"reads with high p99 are not sqlite", with(func(e *Evidence) { e.BaselineP99Ms = 3; e.P99Ms = 80 }), VerdictUnclear, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
