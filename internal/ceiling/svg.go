@@ -30,7 +30,7 @@ type Chart struct {
 	LogX bool
 	// XTicks: where to put x ticks; nil picks them.
 	XTicks []float64
-	// Width and Height in pixels; 0 means 680 by 400.
+	// Width and Height in pixels; 0 means 720 by 400.
 	Width, Height int
 	Series        []Series
 }
@@ -42,12 +42,12 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#
 func (c Chart) WriteSVG(w io.Writer) error {
 	W, H := c.Width, c.Height
 	if W <= 0 {
-		W = 680
+		W = 720
 	}
 	if H <= 0 {
 		H = 400
 	}
-	const left, right, top, bottom = 70.0, 190.0, 36.0, 50.0
+	const left, right, top, bottom = 70.0, 230.0, 36.0, 50.0
 	pw, ph := float64(W)-left-right, float64(H)-top-bottom
 
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
