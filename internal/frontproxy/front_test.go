@@ -127,6 +127,29 @@ func TestFeedThroughFront(t *testing.T) {
 		}
 	})
 
+	t.Run("heavy PATCH is byte-identical", func(t *testing.T) {
+		for _, c := range []struct {
+			name, path, body, ctype string
+			status                  int
+		}{
+			{"200, ~31 KB", "/api/resource/123?page=2&verbose=1", `{"foo1":"bar","n":[1,2,{"x":null}]}`, "application/json", 200},
+			{"415", "/api/resource/123", `{"foo1":"bar"}`, "text/plain", 415},
+			{"400 bad id", "/api/resource/0", `{"foo1":"bar"}`, "application/json", 400},
+			{"400 bad query", "/api/resource/1?size=1000", `{"foo1":"bar"}`, "application/json", 400},
+			{"400 not an object", "/api/resource/1", `[1]`, "application/json", 400},
+		} {
+			got := do(t, client, "PATCH", front+c.path, c.body, "Content-Type", c.ctype)
+			want := do(t, client, "PATCH", direct+c.path, c.body, "Content-Type", c.ctype)
+			if want.Status != c.status || (c.status == 200 && len(want.Body) < 30000) {
+				t.Errorf("%s: PATCH %s direct = %d with %d bytes, want %d", c.name, c.path, want.Status, len(want.Body), c.status)
+			}
+			if got.Status != want.Status || got.ContentType != want.ContentType || got.Body != want.Body {
+				t.Errorf("%s: PATCH %s via nginx = %d %q (%d bytes), direct %d %q (%d bytes)", c.name, c.path,
+					got.Status, got.ContentType, len(got.Body), want.Status, want.ContentType, len(want.Body))
+			}
+		}
+	})
+
 	t.Run("writes", func(t *testing.T) {
 		now := time.Now()
 		auth := "Bearer " + token.Sign([]byte(testSecret), 1, "golden_ember_1", now, now.Add(time.Hour))
