@@ -27,7 +27,6 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver: test databases and the checks after a crash
 
-	"github.com/onehost/onehost/internal/schema"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
 )
@@ -66,32 +65,6 @@ func TestReliability(t *testing.T) {
 	t.Run("DatabaseMissingAtStart", func(t *testing.T) { t.Parallel(); missingAtStart(t, bins) })
 	t.Run("DatabaseGoneWhileRunning", func(t *testing.T) { t.Parallel(); goneWhileRunning(t, bins) })
 	t.Run("ControlSocket", func(t *testing.T) { t.Parallel(); controlSocket(t, bins) })
-}
-
-// relTinyDB writes a small feed database (the challenge schema, 50 users, 200 posts) at
-// dir/feed.db, for subtests about processes and files rather than data.
-func relTinyDB(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "feed.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stmts := []string{schema.SQL, "BEGIN"}
-	for u := 1; u <= 50; u++ {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO users(id, username) VALUES(%d, 'user_%d')`, u, u))
-	}
-	for p := 1; p <= 200; p++ {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO posts(id, user_id, body) VALUES(%d, %d, 'post %d')`, p, 1+p%50, p))
-	}
-	stmts = append(stmts, "COMMIT", "PRAGMA journal_mode=WAL")
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("build test database: %v", err)
-		}
-	}
-	return path
 }
 
 // clusterConfig is a YAML configuration running n real workers on db.
@@ -215,7 +188,7 @@ func writeLoad(addr string, clients int, stop <-chan struct{}, a *acked) *sync.W
 // ONEHOST_SLOW=1, on a copy of the seed.
 func clusterKill9(t *testing.T, bins binaries) {
 	dir := t.TempDir()
-	db := relTinyDB(t, dir)
+	db := seedtest.Tiny(t, dir, false)
 	if os.Getenv("ONEHOST_SLOW") == "1" {
 		db = seedtest.Path(t)
 	}
@@ -310,7 +283,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 // for the successor); the successor is online within the first backoff step plus a start.
 func workerKill9(t *testing.T, bins binaries) {
 	dir := t.TempDir()
-	db := relTinyDB(t, dir)
+	db := seedtest.Tiny(t, dir, false)
 	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
 	st, err := c.status()
 	if err != nil {
@@ -439,7 +412,7 @@ func diskFull(t *testing.T, bins binaries) {
 		t.Skipf("mount a tmpfs: %v (not permitted here)", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) }) // runs after the cluster stops
-	db := relTinyDB(t, mnt)
+	db := seedtest.Tiny(t, mnt, false)
 	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
 	st, _ := c.status()
 	base := "http://" + st.Addr
@@ -545,7 +518,7 @@ func missingAtStart(t *testing.T, bins binaries) {
 	if strings.Count(logs, `"msg":"worker started"`) != 3 {
 		t.Errorf("%d worker starts, want 3 (max_restarts 2 + 1)", strings.Count(logs, `"msg":"worker started"`))
 	}
-	relTinyDB(t, dir)
+	seedtest.Tiny(t, dir, false)
 	if out, err := c.cmd("reload"); err != nil {
 		t.Fatalf("reload once the database exists: %v %s", err, out)
 	}
@@ -558,7 +531,7 @@ func missingAtStart(t *testing.T, bins binaries) {
 // shows both unhealthy with the reason, nothing restarts, and renaming it back heals.
 func goneWhileRunning(t *testing.T, bins binaries) {
 	dir := t.TempDir()
-	db := relTinyDB(t, dir)
+	db := seedtest.Tiny(t, dir, false)
 	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), "stats_interval: 200ms\n"), "--", bins.worker)
 	before, _ := c.status()
 	health := func(want string) func() bool {

@@ -19,7 +19,7 @@ func TestKeepAliveSurvives66s(t *testing.T) {
 	}
 	t.Parallel()
 	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
-	c, err := net.Dial("tcp", w.addr)
+	c, err := net.Dial("tcp", w.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestFifteenThousandKeepAlives(t *testing.T) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := net.DialTimeout("tcp", w.addr, 10*time.Second)
+			c, err := net.DialTimeout("tcp", w.Addr, 10*time.Second)
 			if err != nil {
 				errs <- fmt.Errorf("dial %d: %w", i, err)
 				return

@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +26,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	_ "modernc.org/sqlite" // the database/sql driver, to build small test databases
 
 	"github.com/onehost/onehost/internal/ipc"
-	"github.com/onehost/onehost/internal/schema"
+	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
 )
 
@@ -43,41 +41,11 @@ func slow(t *testing.T) {
 	}
 }
 
-// tinyDB writes a small feed database (the challenge schema, 50 users, 200 posts, some
-// likes) at dir/feed.db: tests that are about files and processes, not data, start in
-// milliseconds instead of copying the 250 MB seed.
-func tinyDB(t testing.TB, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "feed.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stmts := []string{schema.SQL, "BEGIN"}
-	for u := 1; u <= 50; u++ {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO users(id, username) VALUES(%d, 'user_%d')`, u, u))
-	}
-	for p := 1; p <= 200; p++ {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO posts(id, user_id, body) VALUES(%d, %d, 'post %d')`, p, 1+p%50, p))
-		for u := 1; u <= p%4; u++ {
-			stmts = append(stmts, fmt.Sprintf(`INSERT INTO likes(user_id, post_id) VALUES(%d, %d)`, u, p))
-		}
-	}
-	stmts = append(stmts, "COMMIT", "PRAGMA journal_mode=WAL")
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("build test database: %s: %v", s, err)
-		}
-	}
-	return path
-}
-
 // ipcWorker is a worker started the way the supervisor starts it: the listening socket at
 // fd 3, the ipc channel at fd 4, so the test can read the stats (and health) it reports.
 type ipcWorker struct {
-	cmd  *exec.Cmd
-	addr string
+	Cmd  *exec.Cmd
+	Addr string
 	sup  *ipc.Conn
 	logs *lockedBuffer
 	done chan error
@@ -124,7 +92,7 @@ func startIPCWorker(t *testing.T, bin string, cred *syscall.Credential, env ...s
 		"GORACE=atexit_sleep_ms=0"}, env...)
 	cmd.ExtraFiles = []*os.File{lf, child}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	w := &ipcWorker{cmd: cmd, addr: ln.Addr().String(), sup: sup, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	w := &ipcWorker{Cmd: cmd, Addr: ln.Addr().String(), sup: sup, logs: &lockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = w.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -184,9 +152,9 @@ var degradedBody = regexp.MustCompile(`^\{"status":"degraded","db":"unreachable"
 // the path), reads keep working, and putting the file back heals all of it.
 func TestHealthFollowsDatabaseFile(t *testing.T) {
 	dir := t.TempDir()
-	db := tinyDB(t, dir)
+	db := seedtest.Tiny(t, dir, true)
 	w := startIPCWorker(t, os.Args[0], nil, "SQLITE_PATH="+db, "PRODUCTS_PATH="+filepath.Join(dir, "products.db"))
-	base := "http://" + w.addr
+	base := "http://" + w.Addr
 	auth := "Bearer " + token.Sign([]byte(testSecret), 1, "user_1", time.Now(), time.Now().Add(time.Hour))
 	w.waitStats(t, "healthy", func(m ipc.Msg) bool { return m.Healthy })
 
@@ -256,7 +224,7 @@ func TestHealthNoticesUnreadableDatabase(t *testing.T) {
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db := tinyDB(t, data)
+	db := seedtest.Tiny(t, data, true)
 	for _, p := range []string{data, db} {
 		if err := os.Chown(p, nobody, nobody); err != nil {
 			t.Fatal(err)
@@ -264,7 +232,7 @@ func TestHealthNoticesUnreadableDatabase(t *testing.T) {
 	}
 	w := startIPCWorker(t, bin, &syscall.Credential{Uid: nobody, Gid: nobody},
 		"SQLITE_PATH="+db, "PRODUCTS_PATH="+filepath.Join(data, "products.db"))
-	base := "http://" + w.addr
+	base := "http://" + w.Addr
 	w.waitStats(t, "healthy", func(m ipc.Msg) bool { return m.Healthy })
 	if err := os.Chmod(db, 0); err != nil {
 		t.Fatal(err)
@@ -331,11 +299,11 @@ func healthOn(c net.Conn, br *bufio.Reader, deadline time.Duration) string {
 // served again.
 func TestDescriptorExhaustion(t *testing.T) {
 	dir := t.TempDir()
-	w := startWorker(t, "SQLITE_PATH="+tinyDB(t, dir), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"))
-	pid := w.cmd.Process.Pid
+	w := startWorker(t, "SQLITE_PATH="+seedtest.Tiny(t, dir, true), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"))
+	pid := w.Cmd.Process.Pid
 	// A first request: every lazily opened descriptor (SQLite's -wal and -shm, the
 	// runtime's) is open before the count.
-	if r := do(t, "GET", "http://"+w.addr+"/posts/1", "", ""); r.status != 200 {
+	if r := do(t, "GET", "http://"+w.Addr+"/posts/1", "", ""); r.status != 200 {
 		t.Fatalf("GET /posts/1 = %d", r.status)
 	}
 	const spare = 24
@@ -356,7 +324,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 	}()
 	turnedAway := ""
 	for i := 0; i < spare+16 && turnedAway == ""; i++ {
-		c, err := net.DialTimeout("tcp", w.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", w.Addr, 5*time.Second)
 		if err != nil {
 			turnedAway = "dial: " + err.Error()
 			break
@@ -382,7 +350,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 	}
 	// Several more in a row are turned away the same way, none hangs.
 	for i := range 5 {
-		c, err := net.DialTimeout("tcp", w.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", w.Addr, 5*time.Second)
 		if err != nil {
 			continue // refused is clean too
 		}
@@ -407,7 +375,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 	open = open[4:]
 	var got string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", w.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", w.Addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,10 +418,10 @@ func rssAnon(t *testing.T, pid int) int64 {
 func TestSlowClientsCostBoundedMemory(t *testing.T) {
 	slow(t)
 	dir := t.TempDir()
-	w := startWorker(t, "SQLITE_PATH="+tinyDB(t, dir), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"))
-	pid := w.cmd.Process.Pid
+	w := startWorker(t, "SQLITE_PATH="+seedtest.Tiny(t, dir, true), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"))
+	pid := w.Cmd.Process.Pid
 	for range 50 { // warm up: buffers pooled, statements run
-		do(t, "GET", "http://"+w.addr+"/feed", "", "")
+		do(t, "GET", "http://"+w.Addr+"/feed", "", "")
 	}
 	base := rssAnon(t, pid)
 	fds0 := openFDs(t, pid)
@@ -465,7 +433,7 @@ func TestSlowClientsCostBoundedMemory(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c, err := net.Dial("tcp", w.addr)
+		c, err := net.Dial("tcp", w.Addr)
 		if err != nil {
 			failed.Add(1)
 			return
@@ -499,7 +467,7 @@ func TestSlowClientsCostBoundedMemory(t *testing.T) {
 	head := "GET /feed HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 64)
 	slowOpened := time.Now()
 	for range slowN {
-		c, err := net.Dial("tcp", w.addr)
+		c, err := net.Dial("tcp", w.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,7 +494,7 @@ func TestSlowClientsCostBoundedMemory(t *testing.T) {
 	pipelined := strings.Repeat("GET /feed HTTP/1.1\r\n\r\n", 4000) // ~9 MB of answers each
 	deafOpened := time.Now()
 	for range deafN {
-		c, err := net.Dial("tcp", w.addr)
+		c, err := net.Dial("tcp", w.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,8 +570,8 @@ func tcpMem(t *testing.T) string {
 func TestOverloadBoundedMemory(t *testing.T) {
 	slow(t)
 	dir := t.TempDir()
-	w := startWorker(t, "SQLITE_PATH="+tinyDB(t, dir), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"), "GOMAXPROCS=1")
-	pid := w.cmd.Process.Pid
+	w := startWorker(t, "SQLITE_PATH="+seedtest.Tiny(t, dir, true), "PRODUCTS_PATH="+filepath.Join(dir, "products.db"), "GOMAXPROCS=1")
+	pid := w.Cmd.Process.Pid
 	run := func(conns int, d time.Duration) (ok, failed int64, lat []time.Duration, maxRSS int64) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -612,7 +580,7 @@ func TestOverloadBoundedMemory(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := net.Dial("tcp", w.addr)
+				c, err := net.Dial("tcp", w.Addr)
 				if err != nil {
 					mu.Lock()
 					failed++
@@ -685,7 +653,7 @@ func TestOverloadBoundedMemory(t *testing.T) {
 	if rssH > base+256<<20 {
 		t.Errorf("RssAnon reached %d MiB under overload (idle %d MiB): want it bounded by the connections", rssH>>20, base>>20)
 	}
-	if r := do(t, "GET", "http://"+w.addr+"/health", "", ""); r.status != 200 {
+	if r := do(t, "GET", "http://"+w.Addr+"/health", "", ""); r.status != 200 {
 		t.Errorf("GET /health after the overload = %d", r.status)
 	}
 }

@@ -24,10 +24,10 @@ func startPair(t *testing.T) (a, b *worker) {
 	t.Helper()
 	db := seedtest.Path(t)
 	a = startWorker(t, "SQLITE_PATH="+db, ipc.EnvWorkerID+"=0")
-	_, port, _ := net.SplitHostPort(a.addr)
+	_, port, _ := net.SplitHostPort(a.Addr)
 	b = startWorker(t, "SQLITE_PATH="+db, "PORT="+port, ipc.EnvWorkerID+"=1")
-	if a.addr != b.addr {
-		t.Fatalf("workers on %s and %s, want one port", a.addr, b.addr)
+	if a.Addr != b.Addr {
+		t.Fatalf("workers on %s and %s, want one port", a.Addr, b.Addr)
 	}
 	return a, b
 }
@@ -37,7 +37,7 @@ func TestTwoWorkersOneFile(t *testing.T) {
 		t.Skip("starts two workers")
 	}
 	a, _ := startPair(t)
-	base := "http://" + a.addr
+	base := "http://" + a.Addr
 	t.Run("official checks", func(t *testing.T) { officialChecks(t, base) })
 
 	t.Run("16 simultaneous identical likes", func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestTwoWorkersOneFile(t *testing.T) {
 	})
 
 	t.Run("write-heavy load", func(t *testing.T) {
-		res := writeLoad(t, a.addr, 8, 2*time.Second)
+		res := writeLoad(t, a.Addr, 8, 2*time.Second)
 		t.Logf("writes over two workers: %d ok, latency p50 %v p99 %v max %v", res.ok, res.pct(50), res.pct(99), res.pct(100))
 		if res.failed > 0 || res.ok == 0 {
 			t.Errorf("%d writes failed (statuses %v), %d ok; want none failed", res.failed, res.bad, res.ok)
@@ -78,19 +78,19 @@ func TestAcknowledgedWriteSurvivesKill9(t *testing.T) {
 	db := seedtest.Path(t)
 	w := startWorker(t, "SQLITE_PATH="+db)
 	auth := "Bearer " + token.Sign([]byte(testSecret), 3, "survivor", time.Now(), time.Now().Add(time.Hour))
-	r := do(t, "POST", "http://"+w.addr+"/posts", auth, `{"body":"written before the crash"}`)
+	r := do(t, "POST", "http://"+w.Addr+"/posts", auth, `{"body":"written before the crash"}`)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	var id int64
 	fmt.Sscanf(r.body, `{"post":{"id":%d`, &id)
-	if r := do(t, "POST", fmt.Sprintf("http://%s/posts/%d/like", w.addr, id), auth, ""); r.status != 201 {
+	if r := do(t, "POST", fmt.Sprintf("http://%s/posts/%d/like", w.Addr, id), auth, ""); r.status != 201 {
 		t.Fatalf("like: %d %s", r.status, r.body)
 	}
-	w.stop(t, syscall.SIGKILL)
+	w.Stop(t, syscall.SIGKILL)
 
 	w2 := startWorker(t, "SQLITE_PATH="+db)
-	got := do(t, "GET", fmt.Sprintf("http://%s/posts/%d", w2.addr, id), "", "")
+	got := do(t, "GET", fmt.Sprintf("http://%s/posts/%d", w2.Addr, id), "", "")
 	if got.status != 200 || !strings.Contains(got.body, `"body":"written before the crash"`) ||
 		!strings.Contains(got.body, `"like_count":1`) {
 		t.Errorf("after kill -9: %d %s; want the post with its like", got.status, got.body)
@@ -205,9 +205,9 @@ func BenchmarkContendedWrites(b *testing.B) {
 // startBenchWorkers starts n workers on one port and one file and returns the address.
 func startBenchWorkers(tb testing.TB, db string, n int) string {
 	first := startWorker(tb, "SQLITE_PATH="+db)
-	_, port, _ := net.SplitHostPort(first.addr)
+	_, port, _ := net.SplitHostPort(first.Addr)
 	for i := 1; i < n; i++ {
 		startWorker(tb, "SQLITE_PATH="+db, "PORT="+port, fmt.Sprintf(ipc.EnvWorkerID+"=%d", i))
 	}
-	return first.addr
+	return first.Addr
 }

@@ -3,18 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -32,20 +31,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// worker is a running worker process.
-type worker struct {
-	cmd  *exec.Cmd
-	addr string
-	mu   sync.Mutex
-	logs strings.Builder
-	done chan error
-}
-
-func (w *worker) Logs() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.logs.String()
-}
+// worker is a running worker process: the test binary in worker mode.
+type worker = proctest.Proc
 
 // startWorker starts the test binary as a worker with env added to a minimal environment,
 // and waits for its "serving" line.
@@ -54,65 +41,7 @@ func startWorker(t testing.TB, env ...string) *worker {
 	cmd := exec.Command(os.Args[0], "-drain-timeout=5s")
 	cmd.Env = append([]string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "HOST=127.0.0.1", "PORT=0",
 		"PATH=" + os.Getenv("PATH")}, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &worker{cmd: cmd, done: make(chan error, 1)}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			w.mu.Lock()
-			w.logs.WriteString(line + "\n")
-			w.mu.Unlock()
-			var m struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "serving" {
-				addrc <- m.Addr
-			}
-		}
-		w.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-w.done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-w.done
-			t.Errorf("worker did not stop within 10 s of SIGTERM; logs:\n%s", w.Logs())
-		}
-		if t.Failed() {
-			t.Logf("worker logs:\n%s", w.Logs())
-		}
-	})
-	select {
-	case w.addr = <-addrc:
-	case err := <-w.done:
-		t.Fatalf("worker exited before serving: %v\n%s", err, w.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("worker not serving after 60 s\n%s", w.Logs())
-	}
-	return w
-}
-
-// stop sends sig and waits for the exit.
-func (w *worker) stop(t testing.TB, sig os.Signal) error {
-	t.Helper()
-	w.cmd.Process.Signal(sig)
-	select {
-	case err := <-w.done:
-		w.done <- err // for Cleanup
-		return err
-	case <-time.After(15 * time.Second):
-		t.Fatalf("worker did not exit after %v", sig)
-		return nil
-	}
+	return proctest.Start(t, cmd)
 }
 
 func TestRefusesBadConfig(t *testing.T) {
@@ -153,12 +82,12 @@ func TestRefusesBadConfig(t *testing.T) {
 
 func TestOfficialChecks(t *testing.T) {
 	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
-	officialChecks(t, "http://"+w.addr)
+	officialChecks(t, "http://"+w.Addr)
 }
 
 func TestSIGTERMDrainsAndExits(t *testing.T) {
 	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
-	c, err := net.Dial("tcp", w.addr)
+	c, err := net.Dial("tcp", w.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +98,7 @@ func TestSIGTERMDrainsAndExits(t *testing.T) {
 		t.Fatalf("health: %q", line)
 	}
 	start := time.Now()
-	if err := w.stop(t, syscall.SIGTERM); err != nil {
+	if err := w.Stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("worker exit after SIGTERM: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

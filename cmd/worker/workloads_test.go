@@ -86,7 +86,7 @@ func TestWorkloadRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := workloadReq(t, w.addr, tt.method, tt.target, tt.ctype, tt.body)
+			resp, body := workloadReq(t, w.Addr, tt.method, tt.target, tt.ctype, tt.body)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d (%.200s), want %d", resp.StatusCode, body, tt.status)
 			}
@@ -98,16 +98,16 @@ func TestWorkloadRoutes(t *testing.T) {
 
 	// The server's own 16 KiB limit answers a larger PATCH with 413.
 	big := `{"a":"` + strings.Repeat("x", 16<<10) + `"}`
-	if resp, body := workloadReq(t, w.addr, "PATCH", "/api/resource/1", "application/json", big); resp.StatusCode != 413 {
+	if resp, body := workloadReq(t, w.Addr, "PATCH", "/api/resource/1", "application/json", big); resp.StatusCode != 413 {
 		t.Errorf("17 KB body: %d %s, want 413", resp.StatusCode, body)
 	}
 	// The catalogue revalidates.
-	resp, _ := workloadReq(t, w.addr, "GET", "/static/catalog.html", "", "")
-	if r2, body := workloadReq(t, w.addr, "GET", "/static/catalog.html", "", "", "If-None-Match", resp.Header.Get("ETag")); r2.StatusCode != 304 || len(body) != 0 {
+	resp, _ := workloadReq(t, w.Addr, "GET", "/static/catalog.html", "", "")
+	if r2, body := workloadReq(t, w.Addr, "GET", "/static/catalog.html", "", "", "If-None-Match", resp.Header.Get("ETag")); r2.StatusCode != 304 || len(body) != 0 {
 		t.Errorf("revalidation: %d with %d bytes, want 304", r2.StatusCode, len(body))
 	}
 	// The rendered page escapes the script name.
-	if _, body := workloadReq(t, w.addr, "GET", "/products", "", ""); !bytes.Contains(body, []byte("&lt;script&gt;")) || bytes.Contains(body, []byte("<script>")) {
+	if _, body := workloadReq(t, w.Addr, "GET", "/products", "", ""); !bytes.Contains(body, []byte("&lt;script&gt;")) || bytes.Contains(body, []byte("<script>")) {
 		t.Error("the products page does not escape the script name")
 	}
 }
@@ -134,7 +134,7 @@ func TestWorkersShareProducts(t *testing.T) {
 		if strings.Contains(w.Logs(), "products database generated") {
 			generated++
 		}
-		if resp, body := workloadReq(t, w.addr, "GET", "/api/products?page=250", "", ""); resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"id":5000`)) {
+		if resp, body := workloadReq(t, w.Addr, "GET", "/api/products?page=250", "", ""); resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"id":5000`)) {
 			t.Errorf("worker %d: %d %.100s", i, resp.StatusCode, body)
 		}
 		if _, err := os.Stat(filepath.Join(filepath.Dir(dbs[i]), "products.db")); err == nil {

@@ -198,55 +198,32 @@ func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Serve
 	if srv.CPUs != nil {
 		argv = s.cfg.Pin(srv.CPUs, argv)
 	}
-	srv.Argv = append(append([]string(nil), env...), argv...)
-	logf, err := os.Create(srv.logPath)
-	if err != nil {
-		return nil, fmt.Errorf("start pm2: %w", err)
+	if err := s.spawn(srv, "pm2", s.peers.heavyDir, argv, env); err != nil {
+		return nil, err
 	}
-	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.peers.heavyDir
-	cmd.Env = append(append([]string(nil), s.cfg.Environ...), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start pm2 %s: %w", argv[0], err)
-	}
-	srv.cmd, srv.pid = cmd, cmd.Process.Pid
-	go func() { srv.waitErr = cmd.Wait(); close(srv.exited) }()
 	srv.stop = func() error { return s.stopPM2(srv, home, script) }
 	s.log.Info("pm2 started", zap.Int("n", srv.N), zap.Int("pid", srv.pid))
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	ready := func() bool {
 		god, _ := readPIDFile(filepath.Join(home, "pm2.pid"))
-		if god > 0 {
-			roots := []int{srv.pid}
-			if god != srv.pid {
-				roots = append(roots, god)
-			}
-			workers := processesRunning(processTree(roots), script)
-			if len(workers) >= srv.N && dialable(addr) {
-				srv.roots, srv.Addr = roots, addr
-				return srv, nil
-			}
+		if god <= 0 {
+			return false
 		}
-		select {
-		case <-srv.exited:
-			b, _ := os.ReadFile(srv.logPath)
-			srv.stop()
-			return nil, fmt.Errorf("start pm2: %s exited (%v): %s", argv[0], srv.waitErr, tail(plain(b), 600))
-		case <-ctx.Done():
-			srv.stop()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		roots := []int{srv.pid}
+		if god != srv.pid {
+			roots = append(roots, god)
 		}
-		if time.Now().After(deadline) {
-			srv.stop()
-			b, _ := os.ReadFile(srv.logPath)
-			return nil, fmt.Errorf("start pm2: %d workers of %s not serving %s after 60 s: %s", srv.N, script, addr, tail(plain(b), 600))
+		if len(processesRunning(processTree(roots), script)) < srv.N || !dialable(addr) {
+			return false
 		}
+		srv.roots, srv.Addr = roots, addr
+		return true
 	}
+	notReady := fmt.Sprintf("%d workers of %s not serving %s", srv.N, script, addr)
+	if err := srv.waitReady(ctx, "pm2", notReady, ready); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }
 
 // stopPM2 runs `pm2 kill` against the private PM2_HOME while the God the sweep started

@@ -3,7 +3,6 @@ package ceiling
 import (
 	"bytes"
 	"encoding/xml"
-	"flag"
 	"io"
 	"math"
 	"os"
@@ -11,9 +10,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/onehost/onehost/internal/goldentest"
+)
 
 func smallChart() Chart {
 	return Chart{
@@ -32,19 +31,7 @@ func TestChartGolden(t *testing.T) {
 	if err := smallChart().WriteSVG(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "chart.golden.svg")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("SVG differs from %s (run with -update if the change is intended):\ngot:\n%s", golden, b.String())
-	}
+	goldentest.Check(t, "chart.golden.svg", b.Bytes())
 	wellFormed(t, b.Bytes())
 }
 

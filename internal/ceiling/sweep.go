@@ -449,26 +449,12 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	if srv.CPUs != nil {
 		argv = s.cfg.Pin(srv.CPUs, argv)
 	}
-	srv.Argv = append(append([]string(nil), env...), argv...)
-	logf, err := os.Create(srv.logPath)
-	if err != nil {
-		return nil, fmt.Errorf("start server: %w", err)
+	if err := s.spawn(srv, "server", "", argv, env); err != nil {
+		return nil, err
 	}
-	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(append([]string(nil), s.cfg.Environ...), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The servers die with the sweep even if it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start server %s: %w", argv[0], err)
-	}
-	srv.cmd, srv.pid = cmd, cmd.Process.Pid
-	go func() { srv.waitErr = cmd.Wait(); close(srv.exited) }()
-	s.log.Info("server started", zap.String("mode", mode), zap.Int("n", n), zap.Int("pid", cmd.Process.Pid))
+	s.log.Info("server started", zap.String("mode", mode), zap.Int("n", n), zap.Int("pid", srv.pid))
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	ready := func() bool {
 		if mode == ModeCluster {
 			if st, err := srv.status(ctx); err == nil && st.Addr != "" && st.online() == n {
 				srv.Addr = st.Addr
@@ -476,25 +462,61 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 		} else {
 			srv.Addr = servingAddr(srv.logPath)
 		}
-		if srv.Addr != "" {
-			break
-		}
+		return srv.Addr != ""
+	}
+	if err := srv.waitReady(ctx, "server", "not serving", ready); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// spawn starts argv (in dir; "" the sweep's) with env added to the sweep's environment,
+// its output in the server's log, killed if the sweep dies (Pdeathsig: the servers die
+// with the sweep even if it is killed), and reaped by a goroutine that closes srv.exited.
+// what names the server in errors.
+func (s *Sweeper) spawn(srv *Server, what, dir string, argv, env []string) error {
+	srv.Argv = append(append([]string(nil), env...), argv...)
+	logf, err := os.Create(srv.logPath)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", what, err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string(nil), s.cfg.Environ...), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s %s: %w", what, argv[0], err)
+	}
+	srv.cmd, srv.pid = cmd, cmd.Process.Pid
+	go func() { srv.waitErr = cmd.Wait(); close(srv.exited) }()
+	return nil
+}
+
+// waitReady polls ready every 100 ms for up to 60 s. When the server exits first, the
+// context ends or the time runs out, it stops the server and says why, with the tail of
+// the server's log; notReady says what was still missing at the deadline.
+func (srv *Server) waitReady(ctx context.Context, what, notReady string, ready func() bool) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for !ready() {
 		select {
 		case <-srv.exited:
+			srv.Stop()
 			b, _ := os.ReadFile(srv.logPath)
-			return nil, fmt.Errorf("start server: %s exited (%v): %s", argv[0], srv.waitErr, tail(b, 600))
+			return fmt.Errorf("start %s: %s exited (%v): %s", what, srv.cmd.Args[0], srv.waitErr, tail(plain(b), 600))
 		case <-ctx.Done():
 			srv.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			srv.Stop()
 			b, _ := os.ReadFile(srv.logPath)
-			return nil, fmt.Errorf("start server: not serving after 60 s: %s", tail(b, 600))
+			return fmt.Errorf("start %s: %s after 60 s: %s", what, notReady, tail(plain(b), 600))
 		}
 	}
-	return srv, nil
+	return nil
 }
 
 // PID is the server's root process (the supervisor, the worker, PM2's God daemon, or

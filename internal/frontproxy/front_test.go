@@ -107,8 +107,8 @@ func TestFeedThroughFront(t *testing.T) {
 	}
 	needNginx(t)
 	w := startWorker(t)
-	px := startProxy(t, "front", Params{Upstream: w.addr})
-	direct, front := "http://"+w.addr, px.URL()
+	px := startProxy(t, "front", Params{Upstream: w.Addr})
+	direct, front := "http://"+w.Addr, px.URL()
 
 	t.Run("reads are byte-identical", func(t *testing.T) {
 		for _, c := range []struct{ method, path string }{
@@ -201,7 +201,7 @@ func TestFeedThroughFront(t *testing.T) {
 		// connection per request, so the count above does measure reuse.
 		tmpl := strings.Replace(string(readTemplate(t, "front")), "keepalive 64;", "", 1)
 		bare, err := Start(context.Background(), []byte(tmpl), Options{Prefix: t.TempDir(),
-			Params: Params{Upstream: w.addr, WorkerProcesses: 1, RlimitNofile: 4096, WorkerConnections: 1024}})
+			Params: Params{Upstream: w.Addr, WorkerProcesses: 1, RlimitNofile: 4096, WorkerConnections: 1024}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,9 +238,9 @@ func TestMicroCache(t *testing.T) {
 	}
 	needNginx(t)
 	w := startWorker(t)
-	direct := "http://" + w.addr
+	direct := "http://" + w.Addr
 	want := shopRoute(t, direct, "/products?page=1")
-	px := startProxy(t, "cache", Params{Upstream: w.addr})
+	px := startProxy(t, "cache", Params{Upstream: w.Addr})
 
 	before := w.stats(t)
 	for i, wantStatus := range []string{"MISS", "HIT", "HIT"} {
@@ -288,7 +288,7 @@ func TestStaticFromDisk(t *testing.T) {
 		t.Skipf("no catalog page to serve yet: %v", err)
 	}
 	w := startWorker(t)
-	px := startProxy(t, "static", Params{Upstream: w.addr, StaticRoot: root})
+	px := startProxy(t, "static", Params{Upstream: w.Addr, StaticRoot: root})
 
 	before := w.stats(t)
 	got := do(t, client, "GET", px.URL()+"/static/catalog.html", "")
@@ -307,7 +307,7 @@ func TestStaticFromDisk(t *testing.T) {
 	if served := w.stats(t).Requests - before.Requests; served != 0 {
 		t.Errorf("the worker served %d requests for /static/: nginx should serve them from disk", served)
 	}
-	feed, direct := do(t, client, "GET", px.URL()+"/feed", ""), do(t, client, "GET", "http://"+w.addr+"/feed", "")
+	feed, direct := do(t, client, "GET", px.URL()+"/feed", ""), do(t, client, "GET", "http://"+w.Addr+"/feed", "")
 	if feed.Body != direct.Body || feed.Status != 200 {
 		t.Errorf("GET /feed via static.conf = %v, direct %v", feed, direct)
 	}

@@ -5,22 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/http1"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestServe(t *testing.T) {
 	const ok = `{"foo1":"bar"}`
@@ -115,7 +111,7 @@ func TestArticleResponseSize(t *testing.T) {
 func TestGolden(t *testing.T) {
 	var w http1.Response
 	call(NewHandler(Config{}), &w, "PATCH", "/api/resource/123", "application/json", `{"foo1":"bar"}`)
-	golden(t, "patch-123.json", w.Body)
+	goldentest.Check(t, "patch-123.json", w.Body)
 	var v any
 	if err := json.Unmarshal(w.Body, &v); err != nil {
 		t.Fatal(err)
@@ -126,29 +122,6 @@ func TestGolden(t *testing.T) {
 	}
 	if !bytes.Equal(again.Bytes(), w.Body) {
 		t.Error("the response is not in JSON.stringify's two-space layout")
-	}
-}
-
-// golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		i := 0
-		for i < len(got) && i < len(want) && got[i] == want[i] {
-			i++
-		}
-		t.Errorf("response differs from %s at byte %d: got %q, want %q", path, i,
-			got[i:min(i+60, len(got))], want[i:min(i+60, len(want))])
 	}
 }
 

@@ -7,21 +7,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/http1"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // wantCatalogHash pins static/catalog.html together with CatalogModified: when the file
 // changes, change CatalogModified too (a later date), then this hash.
@@ -175,7 +172,7 @@ func TestProductsJSON(t *testing.T) {
 			}
 		}
 		if page == 1 {
-			golden(t, "products-page1.json", body)
+			goldentest.Check(t, "products-page1.json", body)
 			if !bytes.Contains(body, []byte(`"\u003cscript\u003ealert(\"xss\")\u003c/script\u003e Deluxe Kettle"`)) {
 				t.Error("the script name is not escaped in JSON")
 			}
@@ -205,7 +202,7 @@ func TestProductsPageEscapes(t *testing.T) {
 	if n := strings.Count(page, "<tr id="); n != PageSize {
 		t.Errorf("%d rows, want %d", n, PageSize)
 	}
-	golden(t, "products-page1.html", body)
+	goldentest.Check(t, "products-page1.html", body)
 	_, last := c.do("GET", "/products?page=250")
 	if s := string(last); !strings.Contains(s, `rel="prev"`) || strings.Contains(s, `rel="next"`) || !strings.Contains(s, `id="p5000"`) {
 		t.Errorf("page 250: wrong links or rows")
@@ -276,25 +273,6 @@ func TestCatalogConditional(t *testing.T) {
 				t.Errorf("200 with %d bytes, want %d", len(body), len(file))
 			}
 		})
-	}
-}
-
-// golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("response differs from %s:\n%s", path, got)
 	}
 }
 
