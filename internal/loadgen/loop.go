@@ -246,8 +246,11 @@ func (l *loop) reconnect(now int64) {
 }
 
 // cursorLive reports whether requests are still to fall due (not, with Amount, once the
-// budget is spent).
+// budget is spent; not, in open loop, after the run's duration).
 func (l *loop) cursorLive() bool {
+	if l.e.rate && l.e.dueAt(l.curID, l.curJ) > l.e.stopAt {
+		return false
+	}
 	return !l.e.amount || l.e.budget.Load() > 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,7 @@ type engine struct {
 	nsPer    float64      // open loop: nanoseconds between requests
 	base     time.Time    // now() counts from here
 	t0       int64        // now() when the run started
+	stopAt   int64        // open loop: no request due later than this is sent (t0 + Duration)
 	nconns   int
 	loops    []*loop
 	// observe, set only by tests, sees every response: its connection, status and due time.
@@ -241,6 +243,12 @@ func (e *engine) run(ctx context.Context) *Result {
 	cpu0 := processCPU()
 	res.Start = time.Now()
 	e.t0 = e.now()
+	e.stopAt = math.MaxInt64
+	if e.cfg.Duration > 0 {
+		// The loops stop when the deadline's timer has fired and they have noticed; on a
+		// busy machine that is late, and requests due after the run would go out.
+		e.stopAt = e.t0 + int64(e.cfg.Duration)
+	}
 	e.wg.Add(len(e.loops))
 	for _, l := range e.loops {
 		go l.run()
