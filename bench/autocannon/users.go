@@ -28,8 +28,9 @@ const usersUsage = `Usage: autocannon users [flags] URL
 
 Runs the "$12 Server Challenge" user journey (internal/journey) against URL: N virtual
 users, each on its own keep-alive connection, ramped up, held and ramped down; prints
-requests, req/s, latency percentiles (from each request's due time), failures and the
-challenge's verdict (p95 < 500 ms, p99 < 1 s, failures < 1 %), and exits non-zero on FAIL.
+requests, req/s, latency percentiles (from each request's due time; also per route, in
+the hold), failures and the challenge's verdict (p95 < 500 ms, p99 < 1 s, failures
+< 1 %), and exits non-zero on FAIL.
 With -search, runs the challenge's search for the largest N that passes instead.
 
 More users than one process can hold open files for (15,000 per process) are split over
@@ -700,6 +701,7 @@ func printUsersResult(w io.Writer, out usersOutput) {
 		fmt.Fprintf(&b, "  %-9s %8v: %7d requests, %8s req/s, p95 %s, p99 %s, %d failures\n",
 			s.Name, s.Duration, s.Requests, usersNum(s.RPS), usersMs(s.Latency.P95), usersMs(s.Latency.P99), s.Failures)
 	}
+	printRouteLatencies(&b, r)
 	g := out.Generator
 	fmt.Fprintf(&b, "generator CPU: %.2f cores on average (user %.1f s, sys %.1f s), peak RSS %d MiB\n",
 		g.AvgCores, g.UserSec, g.SysSec, g.PeakRSS>>20)
@@ -709,6 +711,26 @@ func printUsersResult(w io.Writer, out usersOutput) {
 		fmt.Fprintf(&b, "FAIL: %s\n", strings.Join(r.Reasons, "; "))
 	}
 	io.WriteString(w, b.String())
+}
+
+// printRouteLatencies writes each route's latency in the hold, for the routes with
+// requests there. The result counts a route's failures over the whole run only, so
+// those come with the whole run's requests, labelled as such.
+func printRouteLatencies(b *strings.Builder, r journey.Result) {
+	header := false
+	for _, name := range []string{journey.RouteFeed, journey.RoutePost, journey.RouteLike, journey.RouteCreate} {
+		c := r.Routes[name]
+		if c.Hist.Histogram == nil || c.Hist.TotalCount() == 0 {
+			continue
+		}
+		if !header {
+			b.WriteString("latency by route in the hold:\n")
+			header = true
+		}
+		l := c.Latency
+		fmt.Fprintf(b, "  %-6s %7d requests, p50 %s, p99 %s, max %s (whole run: %d requests, %d failures)\n",
+			name, c.Hist.TotalCount(), usersMs(l.P50), usersMs(l.P99), usersMs(l.Max), c.Requests, c.Failures)
+	}
 }
 
 func printSearchStep(w io.Writer, s journey.SearchStep) {

@@ -17,6 +17,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/onehost/onehost/internal/journey"
 )
 
 func TestParseUsersArgs(t *testing.T) {
@@ -248,7 +252,8 @@ func TestUsersVerdict(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"pass", 0, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed"}, ""},
+		{"pass", 0, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed",
+			"latency by route in the hold:\n  feed   "}, ""},
 		{"fail", http.StatusInternalServerError, []string{"FAIL: failures 100.00% >= 1%", "status: 500×"}, "FAIL"},
 	}
 	tokens := writeTestTokens(t, 4)
@@ -281,5 +286,42 @@ func TestUsersChildBadSpec(t *testing.T) {
 	err := runUsers(context.Background(), nil, getenv, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), usersChildEnv) {
 		t.Errorf("runUsers error = %v, want one naming %s", err, usersChildEnv)
+	}
+}
+
+// TestPrintRouteLatencies checks the per-route lines of the summary: routes with
+// latencies in the hold, in the journey's order, and none for a result without them.
+func TestPrintRouteLatencies(t *testing.T) {
+	hist := func(us ...int64) journey.Histogram {
+		h := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+		for _, v := range us {
+			h.RecordValue(v)
+		}
+		return journey.Histogram{Histogram: h}
+	}
+	tests := []struct {
+		name   string
+		routes map[string]journey.RouteCounts
+		want   string
+	}{
+		{"routes with hold requests", map[string]journey.RouteCounts{
+			journey.RouteLike:   {Requests: 3, Failures: 1, Hist: hist(4000, 5000)},
+			journey.RouteFeed:   {Requests: 12, Hist: hist(1000, 1000, 1000, 2000, 20000)},
+			journey.RouteCreate: {Requests: 1, Hist: hist()}, // its one request fell in a ramp
+		}, "latency by route in the hold:\n" +
+			"  feed         5 requests, p50 1.0 ms, p99 20.0 ms, max 20.0 ms (whole run: 12 requests, 0 failures)\n" +
+			"  like         2 requests, p50 4.0 ms, p99 5.0 ms, max 5.0 ms (whole run: 3 requests, 1 failures)\n"},
+		{"no hold requests", map[string]journey.RouteCounts{journey.RouteFeed: {Requests: 2, Hist: hist()}}, ""},
+		{"a result without route histograms", map[string]journey.RouteCounts{journey.RouteFeed: {Requests: 2}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := journey.Merge(journey.Result{Users: 1, TimeScale: 1, Routes: tc.routes}) // fills in the latencies
+			var b strings.Builder
+			printRouteLatencies(&b, r)
+			if b.String() != tc.want {
+				t.Errorf("printRouteLatencies wrote\n%s\nwant\n%s", b.String(), tc.want)
+			}
+		})
 	}
 }

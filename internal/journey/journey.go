@@ -220,6 +220,7 @@ var stageNames = [numStages]string{"ramp-up", "hold", "ramp-down"}
 type shard struct {
 	mu          sync.Mutex
 	hist        [numStages]*hdrhistogram.Histogram
+	routeHist   [len(routes)]*hdrhistogram.Histogram // the hold's only (see RouteCounts.Hist)
 	stageReqs   [numStages]int64
 	stageFails  [numStages]int64
 	routes      [len(routes)]RouteCounts
@@ -227,6 +228,18 @@ type shard struct {
 	errors      map[string]int64
 	iterations  int64
 	feedRetries int64
+}
+
+// newShard makes a shard with all its histograms, so that record never allocates.
+func newShard() *shard {
+	s := &shard{status: make(map[int]int64), errors: make(map[string]int64)}
+	for i := range s.hist {
+		s.hist[i] = newHistogram()
+	}
+	for i := range s.routeHist {
+		s.routeHist[i] = newHistogram()
+	}
+	return s
 }
 
 // runner is one Run's shared state.
@@ -264,11 +277,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.bodies.New = func() any { return new(bytes.Buffer) }
 	r.shards = make([]*shard, min(max(2*runtime.GOMAXPROCS(0), 1), 16))
 	for i := range r.shards {
-		s := &shard{status: make(map[int]int64), errors: make(map[string]int64)}
-		for j := range s.hist {
-			s.hist[j] = newHistogram()
-		}
-		r.shards[i] = s
+		r.shards[i] = newShard()
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -333,6 +342,9 @@ func (r *runner) result(elapsed time.Duration) Result {
 	for i := range numStages {
 		res.Stages = append(res.Stages, Stage{Name: stageNames[i], Duration: durations[i], Hist: Histogram{newHistogram()}})
 	}
+	for _, name := range routes {
+		res.Routes[name] = RouteCounts{Hist: Histogram{newHistogram()}}
+	}
 	for _, s := range r.shards {
 		s.mu.Lock()
 		for i := range numStages {
@@ -347,6 +359,7 @@ func (r *runner) result(elapsed time.Duration) Result {
 			c := res.Routes[name]
 			c.Requests += s.routes[i].Requests
 			c.Failures += s.routes[i].Failures
+			c.Hist.Merge(s.routeHist[i]) // c.Hist points at the histogram in the map
 			res.Routes[name] = c
 		}
 		for k, v := range s.status {
@@ -381,11 +394,14 @@ func (r *runner) stageOf(t time.Time) int {
 
 // record counts one request due at due that ended at end.
 func (r *runner) record(sh *shard, route int, due, end time.Time, status int, errKind string) {
-	lat := max(end.Sub(due), 0) / time.Microsecond
+	lat := min(max(int64(max(end.Sub(due), 0)/time.Microsecond), histLowest), histHighest)
 	failed := errKind != "" || status < 200 || status > 399
 	stage := r.stageOf(due)
 	sh.mu.Lock()
-	sh.hist[stage].RecordValue(min(max(int64(lat), histLowest), histHighest))
+	sh.hist[stage].RecordValue(lat)
+	if stage == stageHold {
+		sh.routeHist[route].RecordValue(lat)
+	}
 	sh.stageReqs[stage]++
 	sh.routes[route].Requests++
 	if failed {

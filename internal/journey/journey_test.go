@@ -185,6 +185,26 @@ func TestJourneyMix(t *testing.T) {
 		t.Errorf("stages hold %d of %d requests (hold %d), want all, most in the hold",
 			staged, res.Requests, res.Stages[stageHold].Requests)
 	}
+	// The routes' histograms hold the hold's requests, each route's at most its own.
+	var routed int64
+	for _, name := range routes {
+		c := res.Routes[name]
+		if c.Hist.Histogram == nil {
+			t.Errorf("route %s: no histogram", name)
+			continue
+		}
+		n := c.Hist.TotalCount()
+		routed += n
+		if n > c.Requests {
+			t.Errorf("route %s: %d latencies in the hold of %d requests", name, n, c.Requests)
+		}
+		if n > 0 && (c.Latency.P50 <= 0 || c.Latency.P99 < c.Latency.P50 || c.Latency.Max < c.Latency.P99) {
+			t.Errorf("route %s: latency %+v over %d requests, want 0 < p50 <= p99 <= max", name, c.Latency, n)
+		}
+	}
+	if hold := res.Stages[stageHold].Requests; routed != hold {
+		t.Errorf("route histograms hold %d latencies, the hold %d requests; want equal", routed, hold)
+	}
 
 	for _, l := range fake.likes {
 		if !regexp.MustCompile(`^/posts/([1-9]|1[0-9]|20)/like$`).MatchString(l.path) ||
@@ -279,6 +299,16 @@ func TestJourneyStall(t *testing.T) {
 	}
 	if r.Latency.P99 < 300*time.Millisecond || r.Routes[RoutePost].Requests == 0 {
 		t.Errorf("p99 = %v over %d post reads; want >= 300ms", r.Latency.P99, r.Routes[RoutePost].Requests)
+	}
+	// Only the post reads stall, so only their route's latency shows it.
+	post, feed := r.Routes[RoutePost], r.Routes[RouteFeed]
+	if post.Hist.TotalCount() == 0 || feed.Hist.TotalCount() == 0 {
+		t.Fatalf("hold latencies: %d post reads, %d feed reads; want some of each",
+			post.Hist.TotalCount(), feed.Hist.TotalCount())
+	}
+	if post.Latency.P50 < 300*time.Millisecond || feed.Latency.P50 >= post.Latency.P50 {
+		t.Errorf("hold p50: post reads %v, feed reads %v; want post >= 300ms and feed below it",
+			post.Latency.P50, feed.Latency.P50)
 	}
 }
 
@@ -403,8 +433,74 @@ func TestResultJSONMerge(t *testing.T) {
 	if m.Routes[RouteFeed].Requests != parts[0].Routes[RouteFeed].Requests+parts[1].Routes[RouteFeed].Requests {
 		t.Errorf("merged feed reads %d, want the sum", m.Routes[RouteFeed].Requests)
 	}
+	for _, name := range routes {
+		got := m.Routes[name].Hist.TotalCount()
+		want := parts[0].Routes[name].Hist.TotalCount() + parts[1].Routes[name].Hist.TotalCount()
+		if got != want {
+			t.Errorf("route %s: merged histogram holds %d latencies, want the parts' %d", name, got, want)
+		}
+	}
+	if m.Routes[RouteFeed].Hist.TotalCount() == 0 || m.Routes[RouteFeed].Latency.P50 <= 0 {
+		t.Errorf("merged feed reads: %d hold latencies, p50 %v; want some, positive",
+			m.Routes[RouteFeed].Hist.TotalCount(), m.Routes[RouteFeed].Latency.P50)
+	}
 	if !m.Pass {
 		t.Errorf("merged result fails: %q", m.Reasons)
+	}
+}
+
+// routeResult is a result with one route whose hold latencies are lats (µs).
+func routeResult(route string, lats ...int64) Result {
+	h := newHistogram()
+	for _, v := range lats {
+		h.RecordValue(v)
+	}
+	r := Result{Users: 1, TimeScale: 1, Routes: map[string]RouteCounts{
+		route: {Requests: int64(len(lats)), Hist: Histogram{h}},
+	}}
+	r.finish()
+	return r
+}
+
+// TestMergeRoutes: Merge adds up the routes' histograms, and takes a result written
+// before route histograms existed (no "histogram" in its routes) as holding none.
+func TestMergeRoutes(t *testing.T) {
+	var old Result
+	if err := json.Unmarshal([]byte(`{"users":1,"routes":{"feed":{"requests":5,"failures":1}}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		parts    []Result
+		route    string
+		wantReqs int64
+		wantHist int64
+		wantP50  time.Duration
+		wantMax  time.Duration
+	}{
+		{"one result", []Result{routeResult(RouteFeed, 1000, 2000, 3000)}, RouteFeed, 3, 3, 2 * time.Millisecond, 3 * time.Millisecond},
+		{"two results add up", []Result{routeResult(RoutePost, 1000, 1000), routeResult(RoutePost, 5000, 9000)},
+			RoutePost, 4, 4, time.Millisecond, 9 * time.Millisecond},
+		{"an older result", []Result{old, routeResult(RouteFeed, 4000)}, RouteFeed, 6, 1, 4 * time.Millisecond, 4 * time.Millisecond},
+		{"only older results", []Result{old, old}, RouteFeed, 10, 0, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Merge(tc.parts...).Routes[tc.route]
+			if c.Requests != tc.wantReqs || c.Hist.TotalCount() != tc.wantHist {
+				t.Errorf("merged %s: %d requests, %d latencies; want %d, %d",
+					tc.route, c.Requests, c.Hist.TotalCount(), tc.wantReqs, tc.wantHist)
+			}
+			// Three significant digits: a value comes back within 0.1 %.
+			near := func(got, want time.Duration) bool { return got >= want && got <= want+want/1000 }
+			if !near(c.Latency.P50, tc.wantP50) || !near(c.Latency.Max, tc.wantMax) {
+				t.Errorf("merged %s: p50 %v, max %v; want %v, %v", tc.route, c.Latency.P50, c.Latency.Max, tc.wantP50, tc.wantMax)
+			}
+		})
+	}
+	// Merge sums into histograms of its own: an input's is unchanged.
+	if n := tests[1].parts[0].Routes[RoutePost].Hist.TotalCount(); n != 2 {
+		t.Errorf("after Merge, an input's post histogram holds %d latencies, want its 2", n)
 	}
 }
 
@@ -482,10 +578,7 @@ func FuzzAppendPostIDs(f *testing.F) {
 // BenchmarkRecord measures the cost of recording one request.
 func BenchmarkRecord(b *testing.B) {
 	r := &runner{cfg: Config{Hold: time.Hour}, start: time.Now()}
-	sh := &shard{status: make(map[int]int64), errors: make(map[string]int64)}
-	for i := range sh.hist {
-		sh.hist[i] = newHistogram()
-	}
+	sh := newShard()
 	due := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {

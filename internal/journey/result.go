@@ -97,10 +97,17 @@ const (
 
 var routes = [...]string{RouteFeed, RoutePost, RouteLike, RouteCreate}
 
-// RouteCounts counts one route's requests.
+// RouteCounts counts one route's requests, and holds its latencies in the hold.
 type RouteCounts struct {
+	// Requests and Failures count the requests of every stage.
 	Requests int64 `json:"requests"`
 	Failures int64 `json:"failures"`
+	// Latency summarizes Hist.
+	Latency Latency `json:"latency"`
+	// Hist holds the latencies of the route's requests due in the hold only (the
+	// measured part of a run), so its count can be below Requests. Results written
+	// before it existed decode with a nil Hist.
+	Hist Histogram `json:"histogram"`
 }
 
 // Stage is one stage of the run: its requests are those whose due time fell in it.
@@ -169,6 +176,10 @@ func (r *Result) finish() {
 			s.RPS = float64(s.Requests) / s.Duration.Seconds()
 		}
 	}
+	for k, c := range r.Routes {
+		c.Latency = summarize(c.Hist.Histogram)
+		r.Routes[k] = c
+	}
 	r.Latency = summarize(r.Histogram())
 	r.Pass, r.Reasons = Judge(r.Requests, r.Failures, r.Latency.P95, r.Latency.P99)
 }
@@ -213,8 +224,14 @@ func Merge(results ...Result) Result {
 		m.Failures += r.Failures
 		for k, v := range r.Routes {
 			c := m.Routes[k]
+			if c.Hist.Histogram == nil {
+				c.Hist = Histogram{newHistogram()}
+			}
 			c.Requests += v.Requests
 			c.Failures += v.Failures
+			if v.Hist.Histogram != nil { // nil in a result written before route histograms
+				c.Hist.Merge(v.Hist.Histogram)
+			}
 			m.Routes[k] = c
 		}
 		for k, v := range r.Status {
