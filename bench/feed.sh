@@ -8,7 +8,9 @@
 # Every (target, server) pair is measured RUNS times, interleaved, and the median is printed.
 #
 # Needs: wrk (Debian), bin/worker, data/seed.db and data/tokens.json (`make seed`), and for
-# the peer a node-feed directory with node_modules (PEER_DIR; skipped when absent).
+# the peer a node-feed directory with node_modules (PEER_DIR; skipped when absent). The
+# server `before` is another build of the worker (BEFORE_WORKER), e.g. of an earlier commit:
+# SERVERS="before go node" BEFORE_WORKER=/tmp/before/bin/worker bench/feed.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,7 @@ start_server() { # $1 = go|node, $2 = port; prints the pid
   cp data/seed.db "$WORK/$1.db"; rm -f "$WORK/$1.db-wal" "$WORK/$1.db-shm"
   case $1 in
     go)   SQLITE_PATH="$WORK/go.db" HOST=127.0.0.1 PORT=$2 LOG_LEVEL=warn taskset -c "$SERVER_CPU" bin/worker >/dev/null 2>"$WORK/go.log" & ;;
+    before) SQLITE_PATH="$WORK/before.db" HOST=127.0.0.1 PORT=$2 LOG_LEVEL=warn taskset -c "$SERVER_CPU" "${BEFORE_WORKER:?set BEFORE_WORKER}" >/dev/null 2>"$WORK/before.log" & ;;
     node) SQLITE_PATH="$WORK/node.db" PORT=$2 taskset -c "$SERVER_CPU" node "$PEER_DIR/feed.js" >/dev/null 2>"$WORK/node.log" & ;;
   esac
   local pid=$!
@@ -80,7 +83,7 @@ for s in $SERVERS; do
 done
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); server cpu $SERVER_CPU, wrk cpu $LOAD_CPU, -c$CONNS, ${DUR}s x $RUNS" >"$OUT"
-printf "%-7s %-5s %9s %9s %9s %9s %9s %9s %7s\n" target server req/s us_user us_sys us_total p50 p99 non2xx >>"$OUT"
+printf "%-7s %-6s %9s %9s %9s %9s %9s %9s %7s\n" target server req/s us_user us_sys us_total p50 p99 non2xx >>"$OUT"
 for target in $TARGETS; do
   for s in "${servers[@]}"; do : >"$WORK/res-$target-$s"; done
   for run in $(seq "$RUNS"); do
@@ -95,6 +98,6 @@ for target in $TARGETS; do
   for s in "${servers[@]}"; do
     # median by req/s over the runs
     sort -n "$WORK/res-$target-$s" | awk -v n="$RUNS" -v t="$target" -v s="$s" 'NR==int((n+1)/2) {
-      printf "%-7s %-5s %9d %9.1f %9.1f %9.1f %9s %9s %7s\n", t, s, $1, $2, $3, $2+$3, $4, $5, $6 }' >>"$OUT"
+      printf "%-7s %-6s %9d %9.1f %9.1f %9.1f %9s %9s %7s\n", t, s, $1, $2, $3, $2+$3, $4, $5, $6 }' >>"$OUT"
   done
 done

@@ -111,18 +111,21 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 func printTable(w io.Writer, st statusReply) {
 	fmt.Fprintf(w, "serving %s\n", st.Addr)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth")
+	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites")
 	for _, r := range st.Workers {
 		pid := "-"
 		if r.PID != 0 {
 			pid = fmt.Sprint(r.PID)
 		}
-		health := r.Health
+		health, writes := r.Health, r.Writes
 		if health == "" {
 			health = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\t%s\n", r.ID, pid, r.Status,
-			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections, health)
+		if writes == "" {
+			writes = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\t%s\t%s\n", r.ID, pid, r.Status,
+			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections, health, writes)
 	}
 	tw.Flush()
 	// Why a worker is unhealthy does not fit a column.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/seedtest"
+	"github.com/onehost/onehost/internal/token"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
@@ -55,21 +56,70 @@ func TestRealWorkerCluster(t *testing.T) {
 			t.Errorf("GET /posts/1 = %s, want %s", body, want)
 		}
 	}
-	l := clustertest.StartLoad(base+"/posts/1", 4)
+	// One worker owns the database's writes, the other forwards its writes to it.
+	waitRoles := func(what string) statusReply {
+		t.Helper()
+		var st statusReply
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, err = c.status()
+			roles := map[string]int{}
+			for _, w := range st.Workers {
+				roles[w.Writes]++
+			}
+			if err == nil && roles["owner"] == 1 && roles["follower"] == 1 {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: workers' write roles %v (%v), want one owner and one follower", what, roles, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitRoles("before the reload")
+	table, _ := c.cmd("status")
+	if !strings.Contains(table, "writes") || !strings.Contains(table, "owner") {
+		t.Errorf("status table without the writes column:\n%s", table)
+	}
+
+	// A reload under reads and writes loses nothing: the owner hands its writes over while
+	// it drains, and the workers that stay never answer a write with an error.
+	reads := clustertest.StartLoad(base+"/posts/1", 4)
+	writes := clustertest.StartLoadFunc(4, func(hc *http.Client, client, i int) error {
+		user := 1 + (client*7919+i)%20000
+		req, _ := http.NewRequest("POST", fmt.Sprintf("%s/posts/%d/like", base, 1+(client*104729+i*31)%500000), nil)
+		req.Header.Set("Authorization", "Bearer "+token.Sign([]byte("twelve-dollar-challenge"), int64(user), "load", time.Now(), time.Now().Add(time.Hour)))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 && resp.StatusCode != 201 {
+			return fmt.Errorf("like: %d %s", resp.StatusCode, b)
+		}
+		return nil
+	})
 	time.Sleep(200 * time.Millisecond)
 	out, err := c.cmd("reload")
 	time.Sleep(200 * time.Millisecond)
-	r := l.Stop()
+	rr, wr := reads.Stop(), writes.Stop()
 	if err != nil {
 		t.Fatalf("reload: %v (%s)", err, out)
 	}
-	t.Logf("load: %d ok, %d failed", r.OK, r.Failed)
-	if r.OK == 0 {
-		t.Fatal("no request succeeded")
+	t.Logf("during the reload: reads %d ok, %d failed; likes %d ok, %d failed", rr.OK, rr.Failed, wr.OK, wr.Failed)
+	for _, r := range []struct {
+		what string
+		clustertest.Result
+	}{{"reads", rr}, {"likes", wr}} {
+		if r.OK == 0 {
+			t.Errorf("no %s succeeded", r.what)
+		}
+		if r.Failed > 0 {
+			t.Errorf("%d %s failed during the reload, first: %v", r.Failed, r.what, r.FirstErr)
+		}
 	}
-	if r.Failed > 0 {
-		t.Errorf("%d requests failed during the reload, first: %v", r.Failed, r.FirstErr)
-	}
+	waitRoles("after the reload")
 	// Each slot's own log file holds its workers' lines, both generations of them.
 	for slot := range 2 {
 		var b []byte

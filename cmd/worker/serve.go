@@ -38,6 +38,8 @@ type serveConfig struct {
 	inherited bool
 	// ipcFD is the supervisor channel's descriptor, or -1.
 	ipcFD int
+	// store holds the database settings of the flags below (writes, commit window, ...).
+	store feed.Options
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -52,8 +54,50 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
+		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
+	window := fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", "1ms"),
+		"how long the first write of a group commit waits for others to join; 0: none (env COMMIT_WINDOW)")
+	commitMax := fs.String("commit-max", envOr(getenv, "COMMIT_MAX", "128"), "the most writes in one group commit (env COMMIT_MAX)")
+	writeTimeout := fs.String("write-timeout", envOr(getenv, "WRITE_TIMEOUT", "5s"),
+		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
+	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
+		"bytes of the database each connection reads through mmap; 0: none, pread only (env SQLITE_MMAP_SIZE)")
+	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
+		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
+		return c, fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)
+	}
+	for _, d := range []struct {
+		name, flag, val string
+		min, max        time.Duration
+		into            *time.Duration
+	}{
+		{"COMMIT_WINDOW", "commit-window", *window, 0, time.Second, &c.store.CommitWindow},
+		{"WRITE_TIMEOUT", "write-timeout", *writeTimeout, 10 * time.Millisecond, 10 * time.Minute, &c.store.WriteTimeout},
+		{"CHECKPOINT_INTERVAL", "checkpoint-interval", *ckpt, time.Millisecond, time.Hour, &c.store.CheckpointInterval},
+	} {
+		v, err := time.ParseDuration(d.val)
+		if err != nil || v < d.min || v > d.max {
+			return c, fmt.Errorf("%s (-%s) %q: want a duration from %v to %v, such as 2ms", d.name, d.flag, d.val, d.min, d.max)
+		}
+		*d.into = v
+	}
+	if c.store.CommitWindow == 0 {
+		c.store.CommitWindow = -1 // feed.Options: negative is none, zero the default
+	}
+	if n, err := strconv.Atoi(*commitMax); err != nil || n < 1 || n > 100000 {
+		return c, fmt.Errorf("COMMIT_MAX (-commit-max) %q: want a number of writes from 1 to 100000", *commitMax)
+	} else {
+		c.store.CommitMax = n
+	}
+	if n, err := strconv.ParseInt(*mmap, 10, 64); err != nil || n < 0 {
+		return c, fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *mmap)
+	} else if c.store.MmapSize = n; n == 0 {
+		c.store.MmapSize = -1 // feed.Options: negative is none, zero the default
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, seed-products, serve)", fs.Arg(0))
@@ -139,7 +183,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}()
 	}
 
-	store, err := feed.Open(ctx, cfg.db, feed.Options{Logger: log})
+	opts := cfg.store
+	opts.Logger = log
+	store, err := feed.Open(ctx, cfg.db, opts)
 	if err != nil {
 		return err
 	}
@@ -193,7 +239,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				st := srv.Stats()
 				healthy, why := probe.result()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, Healthy: healthy, Error: why}
+					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole()}
 			})
 			if ctx.Err() == nil {
 				stopReason <- err.Error()
@@ -215,6 +261,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log.Info("draining", zap.String("reason", reason), zap.Duration("deadline", cfg.drainTimeout),
 		zap.Int64("connections", srv.Stats().Connections))
+
+	// A leaving worker owns no writes: the workers that stay elect their owner now, while
+	// this one still answers (its own remaining writes commit here).
+	store.HandOverWrites()
 
 	// Drain: stop accepting, let requests in flight finish, close idle keep-alives. A
 	// second signal or the deadline forces the remaining connections closed.

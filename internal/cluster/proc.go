@@ -55,6 +55,7 @@ type proc struct {
 	drainTimer  *time.Timer
 	health      string // HealthOK, HealthUnhealthy or "" (not reported)
 	healthErr   string // why unhealthy, as the worker said
+	writes      string // the worker's part in its database's writes, as it said (ipc.Msg.Writes)
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every

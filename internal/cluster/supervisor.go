@@ -66,6 +66,10 @@ type WorkerStatus struct {
 	// still serves reads into a crash loop.
 	Health      string `json:"health"`
 	HealthError string `json:"health_error,omitempty"`
+	// Writes is the worker's part in its database's writes as it reports it (the feed
+	// worker: "owner" for the one that commits every worker's writes, "follower"), or ""
+	// when it reports none. Shown, not acted on.
+	Writes string `json:"writes,omitempty"`
 }
 
 // Worker health values (WorkerStatus.Health).
@@ -383,6 +387,12 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 		}
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
 		p.connections = m.Connections
+		if m.Writes != p.writes && m.Writes != "" {
+			if m.Writes == "owner" || p.writes == "owner" {
+				p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
+			}
+			p.writes = m.Writes
+		}
 		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {
 			// Log changes only, as the worker does.
 			if h == HealthUnhealthy {
@@ -562,6 +572,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
 				r.Health, r.HealthError = p.health, p.healthErr
+				r.Writes = p.writes
 			}
 			rows = append(rows, r)
 		}

@@ -6,8 +6,9 @@
 // no caching across requests (every request reads SQLite while it is served), every JWT
 // signature verified on every request, writes durable before the response (WAL with
 // synchronous=NORMAL), the schema fixed. Several worker processes may open the same file;
-// see store.go for how writes and checkpoints are arranged so that they never fail with
-// "database is locked" and never stall a request.
+// they elect one write owner that commits every process's writes in group commits (store.go,
+// batch.go, forward.go), so that writes never fail with "database is locked" and the
+// readers of every process keep their caches warm.
 //
 // Non-goals: anything beyond the five endpoints of the contract.
 package feed

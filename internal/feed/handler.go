@@ -12,6 +12,7 @@ import (
 
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/jsonstr"
+	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/token"
 )
 
@@ -213,6 +214,17 @@ func (h *Handler) fail(w *http1.Response, err error) {
 		status = 401
 	case errors.Is(err, errMethodNotAllowed):
 		status = 405
+	case errors.Is(err, owner.ErrOwnerLost), errors.Is(err, owner.ErrOwnerTimeout):
+		// Undecided: the write owner may have saved it. Say so; a client may retry a like
+		// (it lands on the unique key), and must decide for itself about a post.
+		h.log.Warn("write undecided", zap.Error(err))
+		w.AddHeader("Retry-After", "1")
+		msg := owner.ErrOwnerLost.Error()
+		if errors.Is(err, owner.ErrOwnerTimeout) {
+			msg = owner.ErrOwnerTimeout.Error()
+		}
+		w.Error(503, msg)
+		return
 	}
 	if status == 500 {
 		h.log.Error("request failed", zap.Error(err))

@@ -21,19 +21,26 @@ package feed
 // process crash before the call returns; the WAL is synced at checkpoints), foreign_keys=ON,
 // a page cache of CacheSize and an mmap of MmapSize, and wal_autocheckpoint=0.
 //
-// Writes. Every write is one autocommit statement (INSERT ... RETURNING, INSERT ... ON
-// CONFLICT DO NOTHING). Such a statement takes the write lock before it reads anything,
-// as BEGIN IMMEDIATE does, so the WAL trap of a deferred transaction (a read snapshot that
-// turns out stale at the first write: SQLITE_BUSY_SNAPSHOT that no busy handler can cure)
-// cannot arise, and a statement that fails with SQLITE_BUSY has changed nothing and may
-// simply run again. Several processes write the same file, so the write lock is contended
-// across processes, where no Go mutex helps. SQLite's own busy handler sleeps 1, 2, 5, 10 ms
-// and more while the holder needs ~0.1 ms, and Go's timers round sub-millisecond sleeps up
-// to ~1 ms in an idle process; so busy_timeout stays 0, and on SQLITE_BUSY or SQLITE_LOCKED
-// the Store resets the statement and retries it itself, sleeping (nanosleep) 30 µs, then
-// 60, 120, 240 and at most 480 µs, each ±50 % at random, until BusyTimeout (default 5 s)
-// has passed since the first try; only then does the lock error reach the caller. Reads go through the same loop
-// (in WAL a reader meets SQLITE_BUSY only while another connection recovers the WAL index).
+// Writes. Every write is an op queued to the Store's batcher, which commits ops in group
+// commits on the writer connection (BEGIN IMMEDIATE, one statement per op, COMMIT) and
+// answers each only after its COMMIT returned (batch.go). The processes that serve one file
+// elect one write owner (internal/owner): the others forward their writes to it, so the
+// file sees one committer and few commits, and the readers of every process keep their page
+// caches (SQLite drops a connection's whole cache whenever another connection committed).
+// Between owners, and under WritesFlock, a process commits its own writes (forward.go).
+//
+// BEGIN IMMEDIATE takes the write lock before the transaction reads anything, so the WAL
+// trap of a deferred transaction (a read snapshot that turns out stale at the first write:
+// SQLITE_BUSY_SNAPSHOT that no busy handler can cure) cannot arise, and a BEGIN that fails
+// with SQLITE_BUSY has changed nothing and may simply run again. Another process may hold
+// the lock (a checkpoint's RESTART, a process between owners), where no Go mutex helps.
+// SQLite's own busy handler sleeps 1, 2, 5, 10 ms and more while the holder needs ~0.1 ms,
+// and Go's timers round sub-millisecond sleeps up to ~1 ms in an idle process; so
+// busy_timeout stays 0, and on SQLITE_BUSY or SQLITE_LOCKED the Store resets the statement
+// and retries it itself, sleeping (nanosleep) 30 µs, then 60, 120, 240 and at most 480 µs,
+// each ±50 % at random, until BusyTimeout (default 5 s) has passed since the first try; only
+// then does the lock error reach the caller. Reads go through the same loop (in WAL a reader
+// meets SQLITE_BUSY only while another connection recovers the WAL index).
 //
 // Checkpoints. wal_autocheckpoint=0 keeps checkpoints off the request path: otherwise the
 // commit that crosses 1000 WAL frames copies them back into the database before it
@@ -77,6 +84,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/onehost/onehost/internal/jsonstr"
+	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/schema"
 	"github.com/onehost/onehost/internal/sqlitec"
 )
@@ -144,7 +152,37 @@ type Options struct {
 	// RestartWait bounds how long an escalated RESTART checkpoint waits for the writers
 	// and readers of other processes. Default 200 ms.
 	RestartWait time.Duration
+
+	// Writes chooses how the processes that serve one file share its writes:
+	//   - WritesOwner (the default, ""): they elect one write owner (internal/owner); the
+	//     others forward their writes to it, and it commits them all in group commits
+	//     (batch.go, forward.go);
+	//   - WritesFlock: each process commits its own writes in group commits, taking turns
+	//     through an exclusive flock on the side file PATH.writelock (the design the owner
+	//     was measured against; docs/performance.md).
+	Writes string
+
+	// CommitWindow is the least time from the start of one group commit to the start of
+	// the next: the file sees at most one commit per window, and writes that arrive
+	// meanwhile share the next one; a write that finds no commit in the last window
+	// commits at once; a batch of 8 or more writes commits without waiting. Default 1 ms; negative: none (commit whatever has queued as soon as
+	// the previous commit ends).
+	CommitWindow time.Duration
+
+	// CommitMax caps the writes of one batch; a full batch commits at once. Default 128.
+	CommitMax int
+
+	// WriteTimeout bounds how long a write forwarded to the owner waits for its answer;
+	// past it the request fails as undecided (503), and from a second of silence on the
+	// process writes itself until the owner answers again. Default 5 s.
+	WriteTimeout time.Duration
 }
+
+// Write modes (Options.Writes).
+const (
+	WritesOwner = "owner"
+	WritesFlock = "flock"
+)
 
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
@@ -173,6 +211,20 @@ func (o *Options) setDefaults() {
 	}
 	if o.CheckpointFrames <= 0 {
 		o.CheckpointFrames = 1000
+	}
+	if o.Writes == "" {
+		o.Writes = WritesOwner
+	}
+	if o.CommitWindow == 0 {
+		o.CommitWindow = time.Millisecond
+	} else if o.CommitWindow < 0 {
+		o.CommitWindow = 0
+	}
+	if o.CommitMax <= 0 {
+		o.CommitMax = 128
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 5 * time.Second
 	}
 }
 
@@ -220,6 +272,10 @@ type Store struct {
 	wmu    sync.Mutex
 	writer *writer // nil once closed
 
+	batch     *batcher    // commits this process's writes (and, as owner, its followers')
+	node      *owner.Node // the write-owner election (WritesOwner), or nil
+	closeLock func() error
+
 	lockWaits, lockTimeouts      atomic.Uint64
 	checkpoints, checkpointsBusy atomic.Uint64
 	restarts                     atomic.Uint64
@@ -241,7 +297,8 @@ type reader struct {
 // writer is the write connection and its statements.
 type writer struct {
 	*sqlitec.Conn
-	insertPost, insertLike sqlitec.Stmt
+	insertPost, insertLike, postExists sqlitec.Stmt
+	begin, commit, rollback            sqlitec.Stmt
 }
 
 // Open opens the feed database at path, which must exist, be a SQLite database, and carry
@@ -277,10 +334,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if err := s.useWAL(w); err != nil {
 			return err
 		}
-		if s.writer.insertPost, err = w.Prepare(sqlInsertPost); err != nil {
-			return err
-		}
-		if s.writer.insertLike, err = w.Prepare(sqlInsertLike); err != nil {
+		if err := s.writer.prepare(); err != nil {
 			return err
 		}
 		s.shared = opts.shared
@@ -326,7 +380,45 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	} else {
 		go s.checkpointLoop(ckpt, opts.CheckpointInterval, opts.CheckpointFrames, opts.RestartWait)
 	}
+	s.batch = newBatcher(s, opts.CommitWindow, opts.CommitMax)
+	if err := s.shareWrites(path, opts); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open feed database %s: %w", path, err)
+	}
 	return s, nil
+}
+
+// shareWrites sets up how this process shares the file's writes with the others
+// (Options.Writes).
+func (s *Store) shareWrites(path string, opts Options) error {
+	switch opts.Writes {
+	case WritesOwner:
+		// The key is the file's identity, not its path: two paths to one file (a
+		// symlink, a relative and an absolute path) elect one owner.
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			return fmt.Errorf("identify database file: %w", err)
+		}
+		node, err := owner.Join(owner.Config{
+			Key:         fmt.Sprintf("onehost-writes/%d:%d", st.Dev, st.Ino),
+			Serve:       s.serveForwarded,
+			Logger:      s.log,
+			CallTimeout: opts.WriteTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		s.node = node
+	case WritesFlock:
+		lock, closeFile, err := flockFile(path + ".writelock")
+		if err != nil {
+			return err
+		}
+		s.batch.lock, s.closeLock = lock, closeFile
+	default:
+		return fmt.Errorf("writes %q: want %q or %q", opts.Writes, WritesOwner, WritesFlock)
+	}
+	return nil
 }
 
 // openConn opens one connection to the existing file path and configures it.
@@ -455,13 +547,35 @@ func normalizeSQL(q string) string {
 	return q
 }
 
+// HandOverWrites leaves the write-owner election: an owner hands ownership to another
+// process (after answering what its followers already sent), a follower stops sending to
+// it. This process's later writes are committed here, under SQLite's lock. A worker calls
+// it when it starts to drain, so that the processes that stay find their new owner while
+// this one still answers, not when it exits. Close does it too.
+func (s *Store) HandOverWrites() {
+	if s.node != nil {
+		s.node.Close()
+	}
+}
+
 // Close stops the checkpointer and closes every connection, waiting for the calls in
 // progress to return their connections. Calls after Close fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		var errs []error
+		// Hand the ownership over first (a follower takes it at once), answering what
+		// followers already sent, then commit what is queued.
+		if s.node != nil {
+			errs = append(errs, s.node.Close())
+		}
+		if s.batch != nil {
+			s.batch.close()
+		}
+		if s.closeLock != nil {
+			errs = append(errs, s.closeLock())
+		}
 		close(s.stop)
 		<-s.done
-		var errs []error
 		for range s.readerCount {
 			r := <-s.readers
 			if !s.shared { // a shared reader's connection is the writer's, closed below
@@ -494,18 +608,49 @@ type Stats struct {
 	Restarts uint64
 	// WALFrames is the WAL's size in frames after the last checkpoint.
 	WALFrames int64
+
+	// Writes is this process's part in the file's writes: "owner" (it commits everyone's),
+	// "follower" (it forwards its writes to WriteOwnerPID), "none" (between owners: it
+	// commits its own), or "flock" (WritesFlock).
+	Writes        string
+	WriteOwnerPID int
+	// Batches and Batched count the group commits this process ran and the writes in them;
+	// LargestBatch is the most writes one commit held.
+	Batches, Batched uint64
+	LargestBatch     int64
+	// Forwarded counts writes sent to the owner; Served, followers' writes committed here;
+	// Undecided, forwarded writes whose owner went away or did not answer in time.
+	Forwarded, Served, Undecided uint64
 }
 
 // Stats returns the Store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{
+	st := Stats{
 		LockWaits:       s.lockWaits.Load(),
 		LockTimeouts:    s.lockTimeouts.Load(),
 		Checkpoints:     s.checkpoints.Load(),
 		CheckpointsBusy: s.checkpointsBusy.Load(),
 		Restarts:        s.restarts.Load(),
 		WALFrames:       s.walFrames.Load(),
+		Writes:          WritesFlock,
 	}
+	if s.batch != nil {
+		st.Batches, st.Batched, st.LargestBatch = s.batch.batches.Load(), s.batch.written.Load(), s.batch.largest.Load()
+	}
+	if s.node != nil {
+		ns := s.node.Stats()
+		st.Writes, st.WriteOwnerPID = ns.Role, ns.OwnerPID
+		st.Forwarded, st.Served, st.Undecided = ns.Forwarded, ns.Served, ns.Timeouts+ns.Lost
+	}
+	return st
+}
+
+// WriteRole is Stats().Writes, cheaply: "owner", "follower", "none" or "flock".
+func (s *Store) WriteRole() string {
+	if s.node == nil {
+		return WritesFlock
+	}
+	return s.node.Role()
 }
 
 // getReader takes an idle read connection, waiting for one if all are busy.
@@ -666,67 +811,41 @@ func appendPostHead[T ~string | ~[]byte](dst []byte, id int64, body T, createdAt
 // CreatePost inserts a post by userID with the text body (already checked by
 // ParseCreateBody) and appends {"post":{...}} to dst: created_at is the column default,
 // author is username as given (the token's claim, not looked up), like_count is 0. A
-// userID without a users row fails the foreign key: a plain error.
+// userID without a users row fails the foreign key: a plain error. It returns once the
+// commit that holds the post has returned (see batch.go).
 func (s *Store) CreatePost(dst []byte, userID int64, username []byte, body string) ([]byte, error) {
-	var (
-		id        int64
-		createdAt [32]byte
-		n         int
-	)
-	err := s.write(func(w *writer) int32 {
-		c, st := w.Conn, w.insertPost
-		c.BindInt64(st, 1, userID)
-		c.BindTextStatic(st, 2, body)
-		rc := c.Step(st)
-		if rc == sqlite3.SQLITE_ROW {
-			id = c.ColumnInt64(st, 0)
-			n = copy(createdAt[:], c.ColumnText(st, 1))
-			rc = c.Step(st) // commits
-		}
-		return rc
-	}, func(w *writer) { w.Reset(w.insertPost) })
-	if err != nil {
-		return dst, fmt.Errorf("create post: %w", err)
+	o := getOp()
+	defer putOp(o)
+	o.kind, o.userID, o.body = opPost, userID, body
+	s.exec(o)
+	if o.err != nil {
+		return dst, fmt.Errorf("create post: %w", o.err)
 	}
 	dst = append(dst, `{"post":`...)
-	dst = appendPostHead(dst, id, body, createdAt[:n], username)
+	dst = appendPostHead(dst, o.id, body, o.createdAt[:o.nCreated], username)
 	return append(dst, '0', '}', '}'), nil
 }
 
 // Like records that userID likes postID and appends {"liked":true,"already_liked":...,
 // "post_id":postID} to dst; created is false when the like existed. A missing post is
 // ErrPostNotFound; any other failure (a userID without a users row) is a plain error.
+// It returns once the commit that holds the like has returned.
 func (s *Store) Like(dst []byte, userID, postID int64) ([]byte, bool, error) {
-	var changes int32
-	err := s.write(func(w *writer) int32 {
-		c, st := w.Conn, w.insertLike
-		c.BindInt64(st, 1, userID)
-		c.BindInt64(st, 2, postID)
-		rc := c.Step(st)
-		if rc == sqlite3.SQLITE_DONE {
-			changes = c.Changes()
+	o := getOp()
+	defer putOp(o)
+	o.kind, o.userID, o.postID = opLike, userID, postID
+	s.exec(o)
+	if o.err != nil {
+		if errors.Is(o.err, ErrPostNotFound) {
+			return dst, false, ErrPostNotFound
 		}
-		return rc
-	}, func(w *writer) { w.Reset(w.insertLike) })
-	if err != nil {
-		var se *sqlitec.Error
-		if errors.As(err, &se) && se.Code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
-			exists, xerr := s.postExists(postID)
-			switch {
-			case xerr != nil:
-				err = errors.Join(err, xerr)
-			case !exists:
-				return dst, false, ErrPostNotFound
-			}
-		}
-		return dst, false, fmt.Errorf("like post %d: %w", postID, err)
+		return dst, false, fmt.Errorf("like post %d: %w", postID, o.err)
 	}
-	created := changes == 1
 	dst = append(dst, `{"liked":true,"already_liked":`...)
-	dst = strconv.AppendBool(dst, !created)
+	dst = strconv.AppendBool(dst, !o.created)
 	dst = append(dst, `,"post_id":`...)
 	dst = strconv.AppendInt(dst, postID, 10)
-	return append(dst, '}'), created, nil
+	return append(dst, '}'), o.created, nil
 }
 
 // postExists reports whether the post id exists.
@@ -789,47 +908,6 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping feed database: database file is not readable and writable: %w", err)
 	}
 	return nil
-}
-
-// write runs attempt on the writer connection, under the writer mutex, until it returns
-// something other than a lock conflict or BusyTimeout passes; after each attempt it calls
-// reset, which must leave the statement ready for the next attempt. An attempt returns the
-// result code of its last step: SQLITE_DONE is success.
-func (s *Store) write(attempt func(*writer) int32, reset func(*writer)) error {
-	if s.shared {
-		// The write connection is also the reader: hold it as a reader too.
-		r, err := s.getReader()
-		if err != nil {
-			return err
-		}
-		defer s.putReader(r)
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	w := s.writer
-	if w == nil {
-		return errClosed
-	}
-	// A write into a file that the path no longer names would be acknowledged and then be
-	// missing for every process that opens the path: refuse it, as SQLite itself refuses
-	// writes in rollback-journal mode (SQLITE_READONLY_DBMOVED; in WAL mode it does not
-	// check). One stat of the path, ~1 µs.
-	if err := checkNotMoved(w.Conn); err != nil {
-		return err
-	}
-	var st retryState
-	for {
-		rc := attempt(w)
-		if rc == sqlite3.SQLITE_DONE {
-			reset(w)
-			return nil
-		}
-		err := w.ErrorFor(rc) // before reset, which clears the message
-		reset(w)
-		if !isBusy(rc) || !s.wait(&st, rc) {
-			return err
-		}
-	}
 }
 
 // first runs the first step of the statement st, resetting and repeating it while it

@@ -65,6 +65,10 @@ type Msg struct {
 	// nothing about health (a worker that has no check, or has not finished its first).
 	Healthy bool   `json:"healthy,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Writes, in a stats answer, is the worker's part in its database's writes, as the
+	// worker names it (the feed worker: "owner", "follower", "none" or "flock"); shown by
+	// the supervisor, not interpreted.
+	Writes string `json:"writes,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.

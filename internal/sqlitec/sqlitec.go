@@ -204,6 +204,11 @@ func (c *Conn) ColumnText(st Stmt, i int32) []byte {
 // Changes returns how many rows the last INSERT, UPDATE or DELETE on c changed.
 func (c *Conn) Changes() int32 { return sqlite3.Xsqlite3_changes(c.tls, c.db) }
 
+// Autocommit reports whether c is outside a transaction (sqlite3_get_autocommit). After a
+// failed statement inside BEGIN ... COMMIT it tells whether SQLite rolled the whole
+// transaction back itself (as it may on SQLITE_FULL, IOERR or NOMEM) or only the statement.
+func (c *Conn) Autocommit() bool { return sqlite3.Xsqlite3_get_autocommit(c.tls, c.db) != 0 }
+
 // SetBusyTimeout sets SQLite's own busy handler: a call that meets a lock sleeps and
 // retries for up to d (rounded down to milliseconds) before it fails with SQLITE_BUSY.
 // 0 (SQLite's default) removes the handler: such a call fails at once.

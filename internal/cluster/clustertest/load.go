@@ -31,6 +31,23 @@ type Result struct {
 
 // StartLoad starts clients doing GET url, expecting 200, until Stop.
 func StartLoad(url string, clients int) *Load {
+	return StartLoadFunc(clients, func(c *http.Client, _, _ int) error {
+		resp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return err
+	})
+}
+
+// StartLoadFunc starts clients that each call do, request after request (i counts them),
+// with a client of their own, until Stop; an error is a failed request.
+func StartLoadFunc(clients int, do func(c *http.Client, client, i int) error) *Load {
 	l := &Load{stop: make(chan struct{})}
 	for i := range clients {
 		tr := &http.Transport{DisableKeepAlives: i%2 == 1, MaxIdleConnsPerHost: 1}
@@ -39,21 +56,13 @@ func StartLoad(url string, clients int) *Load {
 		go func() {
 			defer l.wg.Done()
 			defer tr.CloseIdleConnections()
-			for {
+			for n := 0; ; n++ {
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				resp, err := c.Get(url)
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
+				if err := do(c, i, n); err != nil {
 					l.failed.Add(1)
 					l.mu.Lock()
 					if l.firstErr == nil {
