@@ -100,6 +100,11 @@ type Config struct {
 	// HandoverTimeout bounds how long Close, on the owner, waits for followers to close
 	// their side after the goaway. Default 1 s.
 	HandoverTimeout time.Duration
+
+	// OnRole, when set, is called with RoleOwner or RoleFollower each time this node takes
+	// that role, and with RoleNone when its owner has gone (not at Close). It runs in the
+	// node's own goroutine (in Join's, the first time): it must not block for long.
+	OnRole func(role string)
 }
 
 // Node is this process's part in the election of one key. Its methods are safe for
@@ -296,6 +301,9 @@ func (n *Node) run(ln *net.UnixListener, l *link) {
 				n.role.Store(RoleNone)
 				n.ownerPID.Store(0)
 				n.log.Info("write owner: gone, electing again", zap.Int("owner_pid", l.pid), zap.String("why", l.why()))
+				if n.cfg.OnRole != nil {
+					n.cfg.OnRole(RoleNone)
+				}
 			case <-n.quit:
 				return
 			}
@@ -306,7 +314,7 @@ func (n *Node) run(ln *net.UnixListener, l *link) {
 			case <-time.After(time.Second):
 			}
 		}
-		for {
+		for failures := 0; ; failures++ {
 			var err error
 			ln, l, err = n.elect()
 			if err == nil && n.adopt(ln, l) {
@@ -315,7 +323,11 @@ func (n *Node) run(ln *net.UnixListener, l *link) {
 			if err == nil || errors.Is(err, ErrNoOwner) { // closing
 				return
 			}
-			n.log.Warn("write owner election failed: this process writes itself; trying again in 1s", zap.Error(err))
+			lvl := zap.WarnLevel
+			if failures > 0 {
+				lvl = zap.DebugLevel // said once; a hung owner would repeat it every second
+			}
+			n.log.Log(lvl, "write owner election failed: this process writes itself; trying again in 1s", zap.Error(err))
 			select {
 			case <-n.quit:
 				return
@@ -329,8 +341,8 @@ func (n *Node) run(ln *net.UnixListener, l *link) {
 // follower. It returns false, and closes what it was given, when the node is closing.
 func (n *Node) adopt(ln *net.UnixListener, l *link) bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closing {
+		n.mu.Unlock()
 		if ln != nil {
 			ln.Close()
 		}
@@ -339,17 +351,23 @@ func (n *Node) adopt(ln *net.UnixListener, l *link) bool {
 		}
 		return false
 	}
+	role := RoleFollower
 	if ln != nil {
+		role = RoleOwner
 		n.ln = ln
 		n.ownerPID.Store(int64(os.Getpid()))
 		n.role.Store(RoleOwner)
 		n.log.Info("write owner: this process", zap.String("key", n.cfg.Key))
-		return true
+	} else {
+		n.link.Store(l)
+		n.ownerPID.Store(int64(l.pid))
+		n.role.Store(RoleFollower)
+		n.log.Info("write owner: following", zap.Int("owner_pid", l.pid), zap.String("key", n.cfg.Key))
 	}
-	n.link.Store(l)
-	n.ownerPID.Store(int64(l.pid))
-	n.role.Store(RoleFollower)
-	n.log.Info("write owner: following", zap.Int("owner_pid", l.pid), zap.String("key", n.cfg.Key))
+	n.mu.Unlock()
+	if n.cfg.OnRole != nil {
+		n.cfg.OnRole(role)
+	}
 	return true
 }
 
