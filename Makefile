@@ -132,6 +132,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/http1/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateBody$$' -fuzztime 60s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzWireMessages$$' -fuzztime 30s ./internal/feed/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime 30s ./internal/owner/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime 30s ./internal/jsonstr/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 60s ./internal/token/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime 60s ./internal/heavy/

@@ -213,6 +213,16 @@ func newAck() *ack {
 	return &ack{posts: map[int64]string{}, likes: map[[2]int64]bool{}, other: map[string]int{}}
 }
 
+// add takes in b's acknowledged writes.
+func (a *ack) add(b *ack) {
+	for k, v := range b.posts {
+		a.posts[k] = v
+	}
+	for k := range b.likes {
+		a.likes[k] = true
+	}
+}
+
 // writer sends likes and posts to addr over one keep-alive connection until stop, redialing
 // after a transport error, and records every outcome in a. Users come from 1..50 (the tiny
 // database), each (user, post) pair once, so every acknowledged like is a new row.
@@ -446,14 +456,7 @@ func TestOwnerKill9UnderWriteLoad(t *testing.T) {
 	if readFailed.Load() > 0 {
 		t.Errorf("%d reads failed on the survivors", readFailed.Load())
 	}
-	for _, a := range []*ack{onOwner} {
-		for k := range a.posts {
-			onSurvivors.posts[k] = a.posts[k]
-		}
-		for k := range a.likes {
-			onSurvivors.likes[k] = true
-		}
-	}
+	onSurvivors.add(onOwner)
 	checkAcknowledged(t, db, onSurvivors)
 }
 
@@ -500,12 +503,7 @@ func TestFollowerKill9(t *testing.T) {
 	if others.undecided > 0 || len(others.other) > 0 || readFailed.Load() > 0 {
 		t.Errorf("the survivors were affected: %d undecided writes, failures %v, %d failed reads", others.undecided, others.other, readFailed.Load())
 	}
-	for k, v := range victims.posts {
-		others.posts[k] = v
-	}
-	for k := range victims.likes {
-		others.likes[k] = true
-	}
+	others.add(victims)
 	checkAcknowledged(t, db, others)
 }
 
