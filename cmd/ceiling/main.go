@@ -19,6 +19,11 @@
 // their error against every run (in-sample, leave-one-out, and extrapolated from N ≤ 2),
 // and draws SVG plots.
 // Each run prints one line: workload=heavy n=4 mode=cluster rps=... verdict=cpu evidence="...".
+//
+// `challenge` measures the "$12 Server Challenge" score: the worker (or the cluster) in a
+// CPU quota (20 % of one core by default, as the published entries were measured), the
+// user journey's search for the most users it holds (internal/journey), the server's CPU
+// per request, and the Node peer's score in the same run (-peer-feed).
 package main
 
 import (
@@ -45,7 +50,8 @@ const usage = `usage:
                 [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] ...
   ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] [-workloads heavy,static] ...
   ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
-  ceiling pin -cpus LIST -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
+  ceiling challenge [-instances N] [-cpu 0.2] [-users N] [-time-scale 2] [-ramp 30s] [-hold 1m] [-peer-feed DIR] ...
+  ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
 Run 'ceiling COMMAND -h' for a command's flags.`
 
 // run is the whole program, so tests can call it in-process.
@@ -63,6 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runModel(args[1:], stdout, stderr)
 	case "pin":
 		return runPin(args[1:], stderr)
+	case "challenge":
+		return runChallenge(ctx, args[1:], getenv, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onehost/onehost/internal/ceiling"
 )
@@ -158,5 +161,56 @@ func TestModelCommandCSV(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseChallenge(t *testing.T) {
+	dir := t.TempDir()
+	seed, tokens := dir+"/seed.db", dir+"/tokens.json"
+	os.WriteFile(seed, []byte("x"), 0o644)
+	os.WriteFile(tokens, []byte("[]"), 0o644)
+	files := []string{"-seed", seed, "-tokens", tokens}
+	getenv := func(string) string { return "" }
+	tests := []struct {
+		name string
+		args []string
+		want string // "" means no error
+	}{
+		{"defaults", nil, ""},
+		{"cluster", []string{"-instances", "2", "-cpu", "0.2"}, ""},
+		{"negative instances", []string{"-instances", "-1"}, "-instances -1"},
+		{"negative cpu", []string{"-cpu", "-0.5"}, "-cpu -0.5"},
+		{"time scale below 1", []string{"-time-scale", "0.5"}, "-time-scale 0.5"},
+		{"stray argument", []string{"now"}, `unexpected argument "now"`},
+		{"missing seed", []string{"-seed", dir + "/none.db"}, "make seed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseChallenge(append(append([]string{}, files...), tt.args...), getenv, io.Discard)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("parseChallenge: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("parseChallenge: %v, want an error with %q", err, tt.want)
+			case tt.want == "" && (c.search.Run.TimeScale != c.timeScale || c.search.Run.Hold != time.Minute):
+				t.Errorf("config %+v: want the time scale and hold carried into the search", c.search.Run)
+			}
+		})
+	}
+}
+
+func TestChallengeCPUs(t *testing.T) {
+	srv, gen, err := challengeCPUs("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srv) != 1 || len(gen) == 0 {
+		t.Fatalf("default cores: server %v, generator %v; want the last core and the others", srv, gen)
+	}
+	if srv, gen, err = challengeCPUs("0", "1-3"); err != nil || !slices.Equal(srv, []int{0}) || !slices.Equal(gen, []int{1, 2, 3}) {
+		t.Errorf("explicit cores: %v %v %v", srv, gen, err)
+	}
+	if _, _, err := challengeCPUs("x", ""); err == nil {
+		t.Error("bad -server-cpus: nil error")
 	}
 }

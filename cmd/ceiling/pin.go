@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +25,14 @@ func runPin(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ceiling pin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cpus := fs.String("cpus", "", "cpu list, as taskset -c takes it: 0-3,8")
+	cgroup := fs.String("cgroup", "", "a cgroup directory to join first (its cgroup.procs), so the command and all it starts run in it")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cgroup != "" {
+		if err := os.WriteFile(filepath.Join(*cgroup, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return fmt.Errorf("pin: join cgroup: %w", err)
+		}
 	}
 	if fs.NArg() == 0 {
 		return errors.New("pin: no command given")

@@ -1,0 +1,257 @@
+// Package challenge measures servers the way the "$12 Server Challenge" scores them: the
+// most simulated users (internal/journey) a server holds with p95 < 500 ms, p99 < 1 s and
+// under 1 % failures, found by the challenge's search (journey.Search), while the server's
+// CPU is held to a fraction of one core as the published entries were measured
+// (`systemd-run --scope -p CPUQuota=20%`). Beside each trial's verdict it records the
+// server's CPU time per request, from /proc (internal/procstat), so a score can be read as
+// a cost.
+//
+// The package runs servers one after the other (ours, then a peer) through functions its
+// caller provides: how to start a server (in its quota, on its cores) and how to run one
+// trial of users against it (the load generator, on other cores). It knows no command line.
+//
+// Non-goals: choosing cores or making the quota (the caller's), a server's correctness
+// (the 42 checks are elsewhere).
+package challenge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/onehost/onehost/internal/journey"
+	"github.com/onehost/onehost/internal/procstat"
+)
+
+// Server is one server to score.
+type Server struct {
+	// Name labels it in the report: "worker", "cluster of 2", "node peer".
+	Name string
+	// Start starts the server and returns the pid of its root process (CPU is counted for
+	// it and its descendants), its base URL, and a function that stops it and waits.
+	Start func(ctx context.Context) (pid int, url string, stop func() error, err error)
+}
+
+// Config says what to measure. Servers and Search.Trial are required.
+type Config struct {
+	Servers []Server
+	// Search is the template of every search: its Run carries the stages, time scale and
+	// tokens (Run.URL is set per server), its Trial runs one trial (the load generator).
+	Search journey.SearchConfig
+	// Users, when > 0, runs one trial of that many users per server instead of a search.
+	Users int
+	// Logf, when set, receives a line per trial.
+	Logf func(format string, args ...any)
+}
+
+// Trial is one trial against one server, with the server's CPU.
+type Trial struct {
+	journey.SearchStep
+	// CPU is the server's CPU time (user and system, all its processes) over the trial,
+	// ramps included; PerRequest is CPU over the trial's requests.
+	CPU        time.Duration `json:"cpu_ns"`
+	PerRequest time.Duration `json:"cpu_per_request_ns"`
+}
+
+// Score is one server's outcome.
+type Score struct {
+	Server string `json:"server"`
+	// Users is the largest number of users that passed: confirmed with the confirmation's
+	// hold when Confirmed, else the largest that passed a search trial (0: none passed).
+	Users     int  `json:"users"`
+	Confirmed bool `json:"confirmed"`
+	// UserEquivalents is Users × the time scale: the challenge's users that many users offer.
+	UserEquivalents float64 `json:"user_equivalents"`
+	Trials          []Trial `json:"trials"`
+	// Err is why the measurement stopped early, if it did.
+	Err string `json:"error,omitempty"`
+}
+
+// Best is the trial of Users (the confirmation when there was one), or nil.
+func (s Score) Best() *Trial {
+	var best *Trial
+	for i := range s.Trials {
+		t := &s.Trials[i]
+		if t.Pass && t.Users == s.Users && t.Phase != journey.PhaseWarmup {
+			best = t // the last one: the confirmation comes last
+		}
+	}
+	return best
+}
+
+// Run scores every server in turn. A server that fails to start, or whose trial fails
+// (not a failed verdict: an error of the generator), ends its score with Err; the next
+// server is still measured. Run returns ctx's error if ctx ends.
+func Run(ctx context.Context, cfg Config) ([]Score, error) {
+	if cfg.Search.Trial == nil {
+		return nil, errors.New("run challenge: Search.Trial is nil")
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	var scores []Score
+	for _, srv := range cfg.Servers {
+		sc, err := score(ctx, cfg, srv, logf)
+		if err != nil {
+			sc.Err = err.Error()
+			logf("%s: %v", srv.Name, err)
+		}
+		scores = append(scores, sc)
+		if ctx.Err() != nil {
+			return scores, ctx.Err()
+		}
+	}
+	return scores, nil
+}
+
+// score measures one server.
+func score(ctx context.Context, cfg Config, srv Server, logf func(string, ...any)) (Score, error) {
+	ts := cfg.Search.Run.TimeScale
+	if ts <= 0 {
+		ts = 1
+	}
+	sc := Score{Server: srv.Name}
+	pid, url, stop, err := srv.Start(ctx)
+	if err != nil {
+		return sc, fmt.Errorf("start %s: %w", srv.Name, err)
+	}
+	defer func() {
+		if err := stop(); err != nil {
+			logf("%s: stop: %v", srv.Name, err)
+		}
+	}()
+	var cpus []time.Duration // one per trial, in order, paired with the steps by OnStep
+	search := cfg.Search
+	search.Run.URL = url
+	inner := search.Trial
+	search.Trial = func(ctx context.Context, rc journey.Config) (journey.Result, error) {
+		s, err := procstat.Start(procstat.Config{PID: pid})
+		if err != nil {
+			return journey.Result{}, fmt.Errorf("sample %s: %w", srv.Name, err)
+		}
+		r, err := inner(ctx, rc)
+		sum := s.Stop()
+		cpus = append(cpus, time.Duration((sum.UserSec+sum.SysSec)*float64(time.Second)))
+		return r, err
+	}
+	search.OnStep = func(step journey.SearchStep) {
+		t := Trial{SearchStep: step}
+		if n := len(cpus); n > 0 {
+			t.CPU = cpus[n-1]
+			if step.Result.Requests > 0 {
+				t.PerRequest = t.CPU / time.Duration(step.Result.Requests)
+			}
+		}
+		sc.Trials = append(sc.Trials, t)
+		logf("%s: %s %d users (%s user-equivalents): %s", srv.Name, step.Phase, step.Users,
+			groupDigits(float64(step.Users)*ts), trialLine(t))
+	}
+	if cfg.Users > 0 {
+		rc := search.Run
+		rc.Users = cfg.Users
+		r, err := search.Trial(ctx, rc)
+		if err != nil {
+			return sc, err
+		}
+		search.OnStep(journey.SearchStep{Phase: "trial", Users: cfg.Users, Ramp: rc.Ramp, Hold: rc.Hold,
+			RampDown: rc.RampDown, Pass: r.Pass, Result: r})
+		if r.Pass {
+			sc.Users = cfg.Users // one trial: nothing to confirm
+		}
+	} else {
+		res, err := journey.Search(ctx, search)
+		sc.Users, sc.Confirmed = res.Best, res.Confirmed
+		if err != nil {
+			sc.UserEquivalents = float64(sc.Users) * ts
+			return sc, err
+		}
+	}
+	sc.UserEquivalents = float64(sc.Users) * ts
+	return sc, nil
+}
+
+// trialLine is one trial's verdict and figures.
+func trialLine(t Trial) string {
+	r := t.Result
+	verdict := "PASS"
+	if !t.Pass {
+		verdict = "FAIL (" + strings.Join(r.Reasons, ", ") + ")"
+	}
+	hold := holdStage(r)
+	return fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request",
+		verdict, groupDigits(hold.RPS), ms(r.Latency.P95), ms(r.Latency.P99), r.Failures, r.Requests, us(t.PerRequest))
+}
+
+func holdStage(r journey.Result) journey.Stage {
+	for _, s := range r.Stages {
+		if s.Name == "hold" {
+			return s
+		}
+	}
+	return journey.Stage{}
+}
+
+// Published is the Node entry's own figure, from the challenge's write-up: 20,000 users
+// at about 2,100 req/s on 20 % of one core.
+const Published = "Node entry (published): 20,000 users at ~2,100 req/s on 20 % of one core"
+
+// WriteReport prints the scores side by side, with the published figure.
+func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores float64, note string) {
+	ts := search.Run.TimeScale
+	if ts <= 0 {
+		ts = 1
+	}
+	fmt.Fprintf(w, "\nThe challenge's score: the most users held with p95 < 500 ms, p99 < 1 s, < 1 %% failures.\n")
+	quota := "no CPU limit"
+	if cores > 0 {
+		quota = fmt.Sprintf("%g of one core each", cores)
+	}
+	fmt.Fprintf(w, "Servers: %s. Trials: ramp %v, hold %v, ramp-down %v (the challenge: 60s, 5m, 30s); confirmation hold %v; time scale %g (one user offers %g users' requests).\n",
+		quota, search.Run.Ramp, search.Run.Hold, search.Run.RampDown, search.ConfirmHold, ts, ts)
+	if note != "" {
+		fmt.Fprintln(w, note)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tscore (user-equivalents)\tconfirmed\thold req/s\tp95\tp99\tCPU per request\t")
+	for _, s := range scores {
+		b := s.Best()
+		if b == nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t\n", s.Server, groupDigits(s.UserEquivalents))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t\n", s.Server, groupDigits(s.UserEquivalents), s.Confirmed,
+			groupDigits(holdStage(b.Result).RPS), ms(b.Result.Latency.P95), ms(b.Result.Latency.P99), us(b.PerRequest))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, Published)
+	for _, s := range scores {
+		if s.Err != "" {
+			fmt.Fprintf(w, "%s stopped early: %s\n", s.Server, s.Err)
+		}
+	}
+	if len(scores) > 1 && scores[1].UserEquivalents > 0 {
+		fmt.Fprintf(w, "%s ÷ %s: %.2f× the users\n", scores[0].Server, scores[1].Server, scores[0].UserEquivalents/scores[1].UserEquivalents)
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+
+// groupDigits writes a whole number with thousands separators: 40,000.
+func groupDigits(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}

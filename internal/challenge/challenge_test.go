@@ -1,0 +1,113 @@
+package challenge
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/journey"
+)
+
+// fakeTrial passes up to capacity users: a server that holds that many and no more.
+func fakeTrial(capacity int) func(context.Context, journey.Config) (journey.Result, error) {
+	return func(_ context.Context, rc journey.Config) (journey.Result, error) {
+		r := journey.Result{URL: rc.URL, Users: rc.Users, TimeScale: rc.TimeScale, Requests: int64(rc.Users) * 10, Pass: rc.Users <= capacity}
+		if !r.Pass {
+			r.Reasons = []string{"p95 600ms >= 500ms"}
+		}
+		r.Stages = []journey.Stage{{Name: "hold", RPS: float64(rc.Users) / 10}}
+		return r, nil
+	}
+}
+
+func fakeServer(name string, started *[]string) Server {
+	return Server{Name: name, Start: func(context.Context) (int, string, func() error, error) {
+		*started = append(*started, name)
+		return os.Getpid(), "http://" + name, func() error { *started = append(*started, "stop "+name); return nil }, nil
+	}}
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name      string
+		capacity  int
+		users     int
+		wantUsers int
+		confirmed bool
+	}{
+		{"search", 7000, 0, 7000, true},
+		{"one trial that passes", 7000, 4000, 4000, false},
+		{"one trial that fails", 7000, 9000, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var started []string
+			var lines []string
+			search := journey.SearchConfig{Run: journey.Config{TimeScale: 2, Hold: time.Second}, Warmup: -1,
+				Trial: fakeTrial(tt.capacity)}
+			scores, err := Run(context.Background(), Config{
+				Servers: []Server{fakeServer("ours", &started), fakeServer("peer", &started)},
+				Search:  search, Users: tt.users,
+				Logf: func(f string, a ...any) { lines = append(lines, f) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(started, ",") != "ours,stop ours,peer,stop peer" {
+				t.Errorf("servers started and stopped: %v, want one after the other", started)
+			}
+			s := scores[0]
+			if s.Users != tt.wantUsers || s.Confirmed != tt.confirmed || s.UserEquivalents != float64(tt.wantUsers)*2 {
+				t.Errorf("score %d users (confirmed %v, %v UE), want %d (confirmed %v)", s.Users, s.Confirmed, s.UserEquivalents, tt.wantUsers, tt.confirmed)
+			}
+			for _, tr := range s.Trials {
+				if tr.Result.URL != "http://ours" || tr.PerRequest < 0 {
+					t.Errorf("trial %+v: want our URL and a CPU per request", tr.SearchStep)
+				}
+			}
+			if len(lines) != 2*len(s.Trials) {
+				t.Errorf("%d progress lines for %d trials of each server", len(lines), len(s.Trials))
+			}
+			var b strings.Builder
+			WriteReport(&b, scores, search, 0.2, "a note")
+			out := b.String()
+			for _, want := range []string{"0.2 of one core each", "a note", "ours", "peer", Published} {
+				if !strings.Contains(out, want) {
+					t.Errorf("report lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestRunGoesOnAfterAFailedServer(t *testing.T) {
+	var started []string
+	bad := Server{Name: "broken", Start: func(context.Context) (int, string, func() error, error) {
+		return 0, "", nil, errors.New("no such binary")
+	}}
+	scores, err := Run(context.Background(), Config{
+		Servers: []Server{bad, fakeServer("peer", &started)},
+		Search:  journey.SearchConfig{Run: journey.Config{TimeScale: 1}, Trial: fakeTrial(100)},
+		Users:   50,
+	})
+	if err != nil || len(scores) != 2 || !strings.Contains(scores[0].Err, "no such binary") || scores[1].Users != 50 {
+		t.Errorf("scores %+v, %v: want the broken server's error and the peer measured", scores, err)
+	}
+}
+
+func TestRunNeedsATrial(t *testing.T) {
+	if _, err := Run(context.Background(), Config{}); err == nil {
+		t.Error("Run without Search.Trial: nil error")
+	}
+}
+
+func TestGroupDigits(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 40000: "40,000", 1234567: "1,234,567", -2500: "-2,500"} {
+		if got := groupDigits(in); got != want {
+			t.Errorf("groupDigits(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
