@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onehost/onehost/internal/challenge"
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+// TestChallengeEndToEnd runs `ceiling challenge` with the real worker and generator: one
+// short trial of a few hundred users, in a CPU quota where this machine lets the test make
+// one (else unlimited, as the command says), and checks the report and the JSON.
+func TestChallengeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the worker and the generator and runs a trial")
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/onehost/onehost/cmd/worker",
+		"github.com/onehost/onehost/bench/autocannon")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	seed := seedtest.Path(t)
+	tokens := filepath.Join(dir, "tokens.json")
+	if out, err := exec.Command(filepath.Join(dir, "worker"), "seed", "-db", seed, "-tokens", tokens, "-n", "500").CombinedOutput(); err != nil {
+		t.Fatalf("tokens: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "scores.json")
+	// The test binary is `ceiling` here (TestMain), so that `ceiling pin`, which the
+	// command runs as its own executable to start the server, exists.
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(os.Args[0], "challenge", "-users", "300", "-time-scale", "20",
+		"-ramp", "1s", "-hold", "3s", "-rampdown", "1s", "-seed", seed, "-tokens", tokens,
+		"-worker", filepath.Join(dir, "worker"), "-autocannon", filepath.Join(dir, "autocannon"), "-out", out)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("output:\n%s%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := stdout.String()
+	for _, want := range []string{"worker: trial 300 users (6,000 user-equivalents): PASS", "score (user-equivalents)", challenge.Published} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if !strings.Contains(report, "CPU quota: 0.2 cores") && !strings.Contains(report, "No CPU quota") {
+		t.Errorf("the report does not say whether the quota was had")
+	}
+	var got struct {
+		Scores []challenge.Score `json:"scores"`
+	}
+	b, err := os.ReadFile(out)
+	if err == nil {
+		err = json.Unmarshal(b, &got)
+	}
+	if err != nil || len(got.Scores) != 1 || got.Scores[0].Users != 300 || got.Scores[0].UserEquivalents != 6000 {
+		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
+	}
+	if tr := got.Scores[0].Trials; len(tr) != 1 || tr[0].PerRequest <= 0 || tr[0].Result.Requests == 0 {
+		t.Errorf("trial %+v: want requests and a CPU per request", tr)
+	}
+}
