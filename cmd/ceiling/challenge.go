@@ -135,11 +135,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		ours.Name = fmt.Sprintf("cluster of %d", c.instances)
 	}
 	ours.Start = func(ctx context.Context) (int, string, func() error, error) {
-		db, err := freshCopy(c.seed, filepath.Join(work, "ours"))
-		if err != nil {
-			return 0, "", nil, err
-		}
-		port, err := freePort()
+		db, port, err := serverFiles(c.seed, filepath.Join(work, "ours"))
 		if err != nil {
 			return 0, "", nil, err
 		}
@@ -158,11 +154,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			return fmt.Errorf("challenge: -peer-feed %s: %w (npm install there first)", c.peerFeed, err)
 		}
 		servers = append(servers, challenge.Server{Name: "node peer", Start: func(ctx context.Context) (int, string, func() error, error) {
-			db, err := freshCopy(c.seed, filepath.Join(work, "peer"))
-			if err != nil {
-				return 0, "", nil, err
-			}
-			port, err := freePort()
+			db, port, err := serverFiles(c.seed, filepath.Join(work, "peer"))
 			if err != nil {
 				return 0, "", nil, err
 			}
@@ -313,7 +305,7 @@ func startQuoted(ctx context.Context, pin func([]int, []string) []string, self, 
 			done <- err
 			b, _ := os.ReadFile(logPath)
 			stop()
-			return 0, "", nil, fmt.Errorf("%s exited before it served: %v\n%s", argv[0], err, lastLines(b, 10))
+			return 0, "", nil, fmt.Errorf("%s exited before it served: %v\n%s", argv[0], err, ceiling.Tail(b, 1000))
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -333,48 +325,25 @@ func generatorTrial(ctx context.Context, argv []string) (journey.Result, error) 
 	runErr := cmd.Run()
 	var r journey.Result
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Requests == 0 && runErr != nil {
-		return r, fmt.Errorf("generator: %v %v\n%s", runErr, err, lastLines(errb.Bytes(), 10))
+		return r, fmt.Errorf("generator: %v %v\n%s", runErr, err, ceiling.Tail(errb.Bytes(), 1000))
 	}
 	return r, nil
 }
 
-func freshCopy(seed, dir string) (string, error) {
+// serverFiles makes dir, a fresh copy of the seed in it, and picks a port.
+func serverFiles(seed, dir string) (db string, port int, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	db := filepath.Join(dir, "feed.db")
-	for _, f := range []string{db, db + "-wal", db + "-shm"} {
-		os.Remove(f)
+	db = filepath.Join(dir, "feed.db")
+	if err := ceiling.CopyFile(seed, db); err != nil {
+		return "", 0, fmt.Errorf("copy the seed: %w", err)
 	}
-	in, err := os.Open(seed)
+	addr, err := ceiling.FreePort()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	defer in.Close()
-	out, err := os.Create(db)
-	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return "", fmt.Errorf("copy the seed: %w", err)
-	}
-	return db, out.Close()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func lastLines(b []byte, n int) string {
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
+	_, p, _ := net.SplitHostPort(addr)
+	port, err = strconv.Atoi(p)
+	return db, port, err
 }

@@ -187,7 +187,7 @@ func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Serve
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("start pm2: %w", err)
 	}
-	addr, err := freePort()
+	addr, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (s *Sweeper) stopPM2(srv *Server, home, script string) error {
 		out, err := kill.CombinedOutput()
 		cancel()
 		if err != nil {
-			s.log.Warn("pm2 kill", zap.Error(err), zap.String("output", tail(out, 300)))
+			s.log.Warn("pm2 kill", zap.Error(err), zap.String("output", Tail(out, 300)))
 		}
 		select {
 		case <-srv.exited:
@@ -354,8 +354,8 @@ func nofileLimit() int {
 	return frontproxy.DefaultRlimitNofile
 }
 
-// freePort returns 127.0.0.1:PORT with a port the kernel just handed out and released.
-func freePort() (string, error) {
+// FreePort returns 127.0.0.1:PORT with a port the kernel just handed out and released.
+func FreePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("pick a port: %w", err)

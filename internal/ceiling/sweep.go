@@ -432,7 +432,7 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	case ModeNginx:
 		return s.startNginx(ctx, srv, dir)
 	}
-	if err := copyFile(s.cfg.SeedDB, srv.db); err != nil {
+	if err := CopyFile(s.cfg.SeedDB, srv.db); err != nil {
 		return nil, fmt.Errorf("start server: copy seed: %w", err)
 	}
 	env := []string{"SQLITE_PATH=" + srv.db, "JWT_SECRET=" + s.cfg.JWTSecret}
@@ -504,7 +504,7 @@ func (srv *Server) waitReady(ctx context.Context, what, notReady string, ready f
 		case <-srv.exited:
 			srv.Stop()
 			b, _ := os.ReadFile(srv.logPath)
-			return fmt.Errorf("start %s: %s exited (%v): %s", what, srv.cmd.Args[0], srv.waitErr, tail(plain(b), 600))
+			return fmt.Errorf("start %s: %s exited (%v): %s", what, srv.cmd.Args[0], srv.waitErr, Tail(plain(b), 600))
 		case <-ctx.Done():
 			srv.Stop()
 			return ctx.Err()
@@ -513,7 +513,7 @@ func (srv *Server) waitReady(ctx context.Context, what, notReady string, ready f
 		if time.Now().After(deadline) {
 			srv.Stop()
 			b, _ := os.ReadFile(srv.logPath)
-			return fmt.Errorf("start %s: %s after 60 s: %s", what, notReady, tail(plain(b), 600))
+			return fmt.Errorf("start %s: %s after 60 s: %s", what, notReady, Tail(plain(b), 600))
 		}
 	}
 	return nil
@@ -875,7 +875,7 @@ func (s *Sweeper) runGen(ctx context.Context, gen string, argv []string) (genRes
 		res.cpuS = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	}
 	if err != nil {
-		return res, fmt.Errorf("run %s: %w: %s", filepath.Base(argv[0]), err, tail(append(stdout.Bytes(), stderr.Bytes()...), 400))
+		return res, fmt.Errorf("run %s: %w: %s", filepath.Base(argv[0]), err, Tail(append(stdout.Bytes(), stderr.Bytes()...), 400))
 	}
 	if gen == "autocannon" {
 		_, res.outcome, err = ParseAutocannon(stdout.Bytes())
@@ -883,7 +883,7 @@ func (s *Sweeper) runGen(ctx context.Context, gen string, argv []string) (genRes
 		res.outcome, err = ParseWrk(stdout.Bytes())
 	}
 	if err != nil {
-		return res, fmt.Errorf("%w: %s", err, tail(append(stdout.Bytes(), stderr.Bytes()...), 400))
+		return res, fmt.Errorf("%w: %s", err, Tail(append(stdout.Bytes(), stderr.Bytes()...), 400))
 	}
 	return res, nil
 }
@@ -969,7 +969,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func tail(b []byte, n int) string {
+// Tail is the last n bytes of b, trimmed: the end of a process's output for an error.
+func Tail(b []byte, n int) string {
 	b = bytes.TrimSpace(b)
 	if len(b) > n {
 		b = b[len(b)-n:]
@@ -977,7 +978,9 @@ func tail(b []byte, n int) string {
 	return string(b)
 }
 
-func copyFile(src, dst string) error {
+// CopyFile copies the database src to dst, removing dst's -wal and -shm first: a fresh copy
+// of the seed for a server.
+func CopyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
