@@ -146,7 +146,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			argv = []string{c.supervisor, "run", "-instances", strconv.Itoa(c.instances), "-listen",
 				fmt.Sprintf("127.0.0.1:%d", port), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
 		}
-		return startQuoted(ctx, pin, self, "ours", quotaCores, serverCPUs, argv, env, port, filepath.Join(work, "ours", "server.log"))
+		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, port, filepath.Join(work, "ours", "server.log"))
 	}
 	servers := []challenge.Server{ours}
 	if c.peerFeed != "" {
@@ -160,7 +160,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			}
 			env := []string{"SQLITE_PATH=" + db, "JWT_SECRET=" + c.secret, "PORT=" + strconv.Itoa(port)}
 			// The peer is one process, as the Node entry was: it gets one worker's quota.
-			return startQuoted(ctx, pin, self, "peer", c.cores, serverCPUs, []string{c.node, filepath.Join(c.peerFeed, "feed.js")}, env, port,
+			return startQuoted(ctx, self, "peer", c.cores, serverCPUs, []string{c.node, filepath.Join(c.peerFeed, "feed.js")}, env, port,
 				filepath.Join(work, "peer", "server.log"))
 		}})
 	}
@@ -239,7 +239,7 @@ func challengeCPUs(server, gen string) (srv, g []int, err error) {
 
 // startQuoted starts argv on cpus, inside a fresh quota of cores (none when 0), waits until
 // it answers GET /health on port, and returns its pid, URL and stop.
-func startQuoted(ctx context.Context, pin func([]int, []string) []string, self, name string, cores float64, cpus []int,
+func startQuoted(ctx context.Context, self, name string, cores float64, cpus []int,
 	argv, env []string, port int, logPath string) (int, string, func() error, error) {
 	var q *cpuquota.Quota
 	if cores > 0 {
@@ -248,12 +248,13 @@ func startQuoted(ctx context.Context, pin func([]int, []string) []string, self, 
 			return 0, "", nil, err
 		}
 	}
-	full := pin(cpus, argv)
+	full := []string{self, "pin", "-cpus", ceiling.FormatCPUList(cpus)}
 	if q != nil {
 		// `ceiling pin -cgroup DIR` joins the cgroup before it execs: every process of
 		// the server is born in it.
-		full = append([]string{self, "pin", "-cgroup", q.Dir}, full[2:]...)
+		full = append(full, "-cgroup", q.Dir)
 	}
+	full = append(append(full, "--"), argv...)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return 0, "", nil, err

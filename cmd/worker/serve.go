@@ -57,12 +57,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
 	window := fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", "1ms"),
-		"how long the first write of a group commit waits for others to join; 0: none (env COMMIT_WINDOW)")
+		"the least time between the starts of two small group commits (8 or more waiting writes commit at once); 0: none (env COMMIT_WINDOW)")
 	commitMax := fs.String("commit-max", envOr(getenv, "COMMIT_MAX", "128"), "the most writes in one group commit (env COMMIT_MAX)")
 	writeTimeout := fs.String("write-timeout", envOr(getenv, "WRITE_TIMEOUT", "5s"),
 		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
 	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
-		"bytes of the database each connection reads through mmap; 0: none, pread only (env SQLITE_MMAP_SIZE)")
+		"bytes of the database read through mmap where no other connection's commits reach the reads (the write owner); 0: none, pread only (env SQLITE_MMAP_SIZE)")
 	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	if err := fs.Parse(args); err != nil {

@@ -388,9 +388,8 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
 		p.connections = m.Connections
 		if m.Writes != p.writes && m.Writes != "" {
-			if m.Writes == "owner" || p.writes == "owner" {
-				p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
-			}
+			// Logged as said, whatever the words: the supervisor does not interpret them.
+			p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
 			p.writes = m.Writes
 		}
 		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {

@@ -6,11 +6,11 @@ package feed
 //
 //	BEGIN IMMEDIATE; one statement per op; COMMIT
 //
-// and only then answers each op. A batch commits no sooner than CommitWindow after the
-// previous one began (at once when CommitMax ops are waiting), so the file sees at most one
-// commit per window: every commit by one connection drops every other connection's page
-// cache (in every process), so fewer commits keep the readers warm; and a row costs about
-// half as much in a batch (docs/performance.md).
+// and only then answers each op. A small batch commits no sooner than CommitWindow after
+// the previous one began, a batch of commitEnough (8) or more at once (see run), so
+// trickling writes make at most one commit per window: every commit by one connection drops
+// every other connection's page cache (in every process), so fewer commits keep the readers
+// warm; and a row costs about half as much in a batch (docs/performance.md).
 //
 // Each op keeps its own result: a like that exists already (200, not 201), a post id that
 // does not exist (404), a user without a users row (500) fail that statement alone (SQLite
@@ -406,15 +406,23 @@ func flockFile(path string) (lock func() (func(), error), closeFile func() error
 
 // prepare prepares the writer connection's statements.
 func (w *writer) prepare() error {
-	for _, p := range []struct {
-		stmt *sqlitec.Stmt
-		sql  string
-	}{
+	return prepareAll(w.Conn, []prepared{
 		{&w.insertPost, sqlInsertPost}, {&w.insertLike, sqlInsertLike}, {&w.postExists, sqlPostExists},
 		{&w.begin, `BEGIN IMMEDIATE`}, {&w.commit, `COMMIT`}, {&w.rollback, `ROLLBACK`},
-	} {
+	})
+}
+
+// prepared is a statement to prepare and where its handle goes.
+type prepared struct {
+	stmt *sqlitec.Stmt
+	sql  string
+}
+
+// prepareAll prepares each statement on c.
+func prepareAll(c *sqlitec.Conn, stmts []prepared) error {
+	for _, p := range stmts {
 		var err error
-		if *p.stmt, err = w.Prepare(p.sql); err != nil {
+		if *p.stmt, err = c.Prepare(p.sql); err != nil {
 			return err
 		}
 	}

@@ -288,7 +288,7 @@ type Store struct {
 	mmapSize  int64         // Options.MmapSize: what connections are opened with
 	readMmap  atomic.Int64  // what the read connections should use now (see MmapSize)
 	mmapKick  chan struct{} // wakes tuneReaders
-	tunerDone chan struct{} // closed when tuneReaders has returned
+	tunerDone chan struct{} // closed when tuneReaders has returned; nil if it never started
 
 	lockWaits, lockTimeouts      atomic.Uint64
 	checkpoints, checkpointsBusy atomic.Uint64
@@ -336,7 +336,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		done:        make(chan struct{}),
 		mmapSize:    opts.MmapSize,
 		mmapKick:    make(chan struct{}, 1),
-		tunerDone:   make(chan struct{}),
 	}
 	s.readMmap.Store(opts.MmapSize)
 	var ckpt *sqlitec.Conn
@@ -366,16 +365,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			r := &reader{Conn: c, scratch: make([]byte, 0, 16<<10)}
 			s.readers <- r
 			s.readerCount++
-			for _, p := range []struct {
-				stmt *sqlitec.Stmt
-				sql  string
-			}{
+			if err := prepareAll(c, []prepared{
 				{&r.post, sqlPost}, {&r.feedTop, sqlFeedTop}, {&r.feedLikes, sqlFeedLikes},
 				{&r.likeCount, sqlLikeCount}, {&r.ping, sqlPing},
-			} {
-				if *p.stmt, err = c.Prepare(p.sql); err != nil {
-					return err
-				}
+			}); err != nil {
+				return err
 			}
 		}
 		if opts.CheckpointInterval > 0 {
@@ -399,6 +393,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		go s.checkpointLoop(ckpt, opts.CheckpointInterval, opts.CheckpointFrames, opts.RestartWait)
 	}
 	s.batch = newBatcher(s, opts.CommitWindow, opts.CommitMax)
+	s.tunerDone = make(chan struct{})
 	go s.tuneReaders()
 	if err := s.shareWrites(path, opts); err != nil {
 		s.Close()
@@ -664,7 +659,7 @@ func (s *Store) Close() error {
 		}
 		close(s.stop)
 		<-s.done
-		if s.batch != nil { // tuneReaders was started
+		if s.tunerDone != nil { // tuneReaders was started
 			<-s.tunerDone
 		}
 		for range s.readerCount {
@@ -723,14 +718,14 @@ func (s *Store) Stats() Stats {
 		CheckpointsBusy: s.checkpointsBusy.Load(),
 		Restarts:        s.restarts.Load(),
 		WALFrames:       s.walFrames.Load(),
-		Writes:          WritesFlock,
+		Writes:          s.WriteRole(),
 	}
 	if s.batch != nil {
 		st.Batches, st.Batched, st.LargestBatch = s.batch.batches.Load(), s.batch.written.Load(), s.batch.largest.Load()
 	}
 	if s.node != nil {
 		ns := s.node.Stats()
-		st.Writes, st.WriteOwnerPID = ns.Role, ns.OwnerPID
+		st.WriteOwnerPID = ns.OwnerPID
 		st.Forwarded, st.Served, st.Undecided = ns.Forwarded, ns.Served, ns.Timeouts+ns.Lost
 	}
 	return st

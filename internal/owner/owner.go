@@ -485,9 +485,6 @@ type Peer struct {
 	abortOnce   sync.Once
 }
 
-// PID is the follower's process id.
-func (p *Peer) PID() int { return p.pid }
-
 // Reply answers the request id. Each request is answered exactly once.
 func (p *Peer) Reply(id uint64, payload []byte) {
 	p.out.queue(kindAnswer, id, payload)
@@ -737,22 +734,22 @@ func (l *link) why() string {
 // drain sends nothing more on the link and closes its write side once what is queued is
 // written; the answers to what was sent still come.
 func (l *link) drain() {
-	l.mu.Lock()
-	l.draining = true
-	if l.reason == "" {
-		l.reason = "this process is stopping"
-	}
-	l.mu.Unlock()
+	l.stopSending()
 	l.out.finish()
 }
 
 // abort closes the connection now; read fails what is waiting with ErrOwnerLost.
 func (l *link) abort() {
+	l.stopSending()
+	l.c.Close()
+}
+
+// stopSending makes Forward refuse the link (ErrNoOwner): this process is leaving.
+func (l *link) stopSending() {
 	l.mu.Lock()
 	l.draining = true
 	if l.reason == "" {
 		l.reason = "this process is stopping"
 	}
 	l.mu.Unlock()
-	l.c.Close()
 }
