@@ -109,7 +109,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 
 // printTable prints the status as `pm2 ls` does.
 func printTable(w io.Writer, st statusReply) {
-	fmt.Fprintf(w, "serving %s\n", st.Addr)
+	fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites")
 	for _, r := range st.Workers {

@@ -195,9 +195,15 @@ func TestControlCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var raw struct{ Workers []map[string]any }
+		var raw struct {
+			Steering string
+			Workers  []map[string]any
+		}
 		if err := json.Unmarshal([]byte(out), &raw); err != nil || len(raw.Workers) != 2 {
 			t.Fatalf("status -json = %s (%v), want 2 workers", out, err)
+		}
+		if raw.Steering != "bpf-rr" && raw.Steering != "hash" {
+			t.Errorf("status -json steering = %q, want bpf-rr or hash", raw.Steering)
 		}
 		for _, k := range []string{"id", "pid", "status", "uptime_s", "restarts", "cpu_percent", "rss_bytes", "requests", "rps", "connections"} {
 			if _, ok := raw.Workers[0][k]; !ok {
@@ -207,7 +213,7 @@ func TestControlCommands(t *testing.T) {
 	})
 	t.Run("status table", func(t *testing.T) {
 		out, err := c.cmd("status")
-		if err != nil || !strings.Contains(out, "id  pid") || !strings.Contains(out, "online") || strings.Count(out, "\n") != 4 {
+		if err != nil || !strings.Contains(out, "id  pid") || !strings.Contains(out, "online") || !strings.Contains(out, "steering: ") || strings.Count(out, "\n") != 4 {
 			t.Errorf("status = %q, %v; want a header and two online rows", out, err)
 		}
 	})

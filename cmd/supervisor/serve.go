@@ -38,8 +38,11 @@ func defaultSocket(getenv func(string) string) string {
 
 // statusReply is the body of GET /status and the output of `status -json`.
 type statusReply struct {
-	Addr    string                 `json:"addr"`
-	Workers []cluster.WorkerStatus `json:"workers"`
+	Addr string `json:"addr"`
+	// Steering is how new connections reach the workers: "bpf-rr" (round robin over the
+	// online workers) or "hash" (the kernel's).
+	Steering string                 `json:"steering"`
+	Workers  []cluster.WorkerStatus `json:"workers"`
 }
 
 type errorReply struct {
@@ -295,7 +298,7 @@ func controlHandler(sup *cluster.Supervisor, log *zap.Logger, stop chan<- struct
 		if rows == nil {
 			rows = []cluster.WorkerStatus{}
 		}
-		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Workers: rows})
+		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Steering: sup.Steering(), Workers: rows})
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		if err := sup.Reload(r.Context()); err != nil {

@@ -14,13 +14,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/libp2p/go-reuseport"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/feed"
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/steering"
 )
 
 // serveConfig is everything runServe needs, parsed from flags and environment.
@@ -307,9 +307,11 @@ func listen(cfg serveConfig) (net.Listener, error) {
 		}
 		return ln, nil
 	}
-	ln, err := reuseport.Listen("tcp", cfg.addr)
+	// Plain TCP, SO_REUSEPORT: several hand-started workers (or a self_bind cluster) share
+	// the port.
+	ln, err := steering.Listen(context.Background(), cfg.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+		return nil, err
 	}
 	return ln, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/onehost/onehost/internal/steering"
 )
 
 // Config is the cluster's configuration. Field names follow PM2's ecosystem file, so a PM2
@@ -36,6 +38,13 @@ type Config struct {
 	// it exits (crash, reload, scale-down, memory restart), unless tcp_migrate_req moves it.
 	// Needs a fixed port. Default false.
 	SelfBind bool `yaml:"self_bind"`
+	// Steering chooses which slot's socket gets each new connection: SteeringAuto (the
+	// default, "") deals them round robin over the slots whose workers are online, through
+	// an eBPF program (internal/steering), where the kernel allows one, and falls back to the
+	// kernel's hash of the connection's addresses otherwise; SteeringHash always uses the
+	// hash; SteeringRoundRobin insists on the program and fails to start without it. Not
+	// with SelfBind (the workers own their sockets): the hash.
+	Steering string `yaml:"steering"`
 	// WorkerGOMAXPROCS is the GOMAXPROCS each worker gets. Default 1: one process per core.
 	WorkerGOMAXPROCS int `yaml:"worker_gomaxprocs"`
 	// KillTimeout is how long a draining worker may take before SIGKILL. Default 1.6 s.
@@ -84,8 +93,18 @@ const (
 	MaxInstances = 1024
 )
 
+// Steering modes (Config.Steering), as internal/steering names them.
+const (
+	SteeringAuto       = steering.ModeAuto
+	SteeringHash       = steering.ModeHash
+	SteeringRoundRobin = steering.ModeRoundRobin
+)
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.Steering == "" {
+		c.Steering = SteeringAuto
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -150,6 +169,14 @@ func (c Config) Validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env: %q is not a variable name", k)
 		}
+	}
+	switch c.Steering {
+	case "", SteeringAuto, SteeringHash, SteeringRoundRobin:
+		if c.SelfBind && c.Steering == SteeringRoundRobin {
+			return fmt.Errorf("steering: %s needs the supervisor's sockets, and self_bind makes the workers bind their own: set steering: auto or hash, or self_bind: false", SteeringRoundRobin)
+		}
+	default:
+		return fmt.Errorf("steering: %q is not a steering mode: want %s (default), %s or %s", c.Steering, SteeringAuto, SteeringHash, SteeringRoundRobin)
 	}
 	if c.WorkerGOMAXPROCS < 0 || c.WorkerGOMAXPROCS > MaxInstances {
 		return fmt.Errorf("worker_gomaxprocs: %d is out of range: want 1 to %d", c.WorkerGOMAXPROCS, MaxInstances)

@@ -9,6 +9,12 @@
 // run in the caller's goroutine, one at a time, and ask the loop for each step.
 //
 // Workers speak internal/ipc over a socketpair at fd 4; the listening socket is fd 3.
+//
+// Which slot's socket gets a new connection is the kernel's choice unless the supervisor
+// steers (Config.Steering, internal/steering): then an eBPF program deals connections round
+// robin over the slots whose workers are online, a list the loop rewrites after every
+// event, and a slot whose worker crashed closes its socket at once so that what was queued
+// there moves to the live slots (the slot's next worker gets a fresh socket).
 package cluster
 
 import (
@@ -26,10 +32,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/libp2p/go-reuseport"
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/steering"
 )
 
 // Options are the supervisor's collaborators. The zero value works.
@@ -93,6 +99,7 @@ func healthOf(m ipc.Msg) (health, why string) {
 type slot struct {
 	id       int
 	file     *os.File // the listening socket; nil once closed
+	steered  bool     // file is in the steering group
 	cur      *proc
 	state    string // when cur is nil: waiting-restart or errored
 	restarts int
@@ -112,6 +119,9 @@ type Supervisor struct {
 	quit  chan struct{} // closed when the loop ends
 	ops   sync.Mutex    // one Reload, Scale or Stop at a time
 	ctx   context.Context
+
+	steer     *steering.Group // nil: the kernel's hash
+	steerKind string          // steering.KindRoundRobin or KindHash; fixed at Start
 
 	// loop-owned
 	slots    map[int]*slot
@@ -157,7 +167,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	} else {
 		ln.Close()
 	}
+	if err := s.setupSteering(); err != nil {
+		return err
+	}
 	files := make([]*os.File, n)
+	steered := make([]bool, n)
 	for i := range n {
 		if s.cfg.SelfBind {
 			break
@@ -168,46 +182,114 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			for _, f := range files[:i] {
 				f.Close()
 			}
+			if s.steer != nil {
+				s.steer.Close()
+			}
 			return fmt.Errorf("start slot %d: %w", i, err)
 		}
 		files[i] = f
 		s.addr = addr
+		steered[i] = s.register(i, f)
 	}
 	s.ctx = ctx
 	s.count = n
 	go s.loop()
 	s.call(func() {
 		for i, f := range files {
-			sl := &slot{id: i, file: f}
+			sl := &slot{id: i, file: f, steered: steered[i]}
 			s.slots[i] = sl
 			s.launch(sl)
 		}
 	})
 	s.log.Info("cluster started", zap.String("addr", s.addr), zap.Int("instances", n),
-		zap.Strings("command", s.cfg.Command))
+		zap.Strings("command", s.cfg.Command), zap.String("steering", s.steerKind))
 	return nil
+}
+
+// setupSteering loads the steering program when the configuration wants it and the kernel
+// allows it (Start only). Where it cannot, auto says why once and leaves the hash.
+func (s *Supervisor) setupSteering() error {
+	s.steerKind = steering.KindHash
+	switch {
+	case s.cfg.SelfBind:
+		s.log.Info("steering: the kernel's hash (self_bind: the workers bind their own sockets)")
+		return nil
+	case s.cfg.Steering == SteeringHash:
+		s.log.Info("steering: the kernel's hash, as configured")
+		return nil
+	}
+	g, err := steering.NewGroup(MaxInstances)
+	if err != nil {
+		if s.cfg.Steering == SteeringRoundRobin {
+			return fmt.Errorf("steering: %s: %w (steering: auto falls back to the kernel's hash)", SteeringRoundRobin, err)
+		}
+		s.log.Warn("steering: the kernel's hash, not round robin", zap.Error(err))
+		return nil
+	}
+	s.steer, s.steerKind = g, steering.KindRoundRobin
+	s.log.Info("steering: round robin over the online workers (eBPF)", zap.Bool("moves_closing_queues", g.Migrates()))
+	return nil
+}
+
+// Steering says how new connections are steered: steering.KindRoundRobin ("bpf-rr") or
+// steering.KindHash ("hash"). Fixed once Start returned.
+func (s *Supervisor) Steering() string { return s.steerKind }
+
+// register puts a slot's new socket in the steering group, reporting whether it is there.
+// A socket the group refuses still serves, by the kernel's hash.
+func (s *Supervisor) register(id int, f *os.File) bool {
+	if s.steer == nil {
+		return false
+	}
+	if err := s.steer.Add(id, f); err != nil {
+		s.log.Error("steering: slot's socket left to the kernel's hash", zap.Int("slot", id), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // listen creates one SO_REUSEPORT socket on addr and returns it with its address (the
 // real port when addr said 0).
 func listen(addr string) (*os.File, string, error) {
-	ln, err := reuseport.Listen("tcp", addr)
+	ln, err := steering.Listen(context.Background(), addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, "", err
 	}
 	defer ln.Close() // the duplicate below keeps the socket open
-	f, err := ln.(*net.TCPListener).File()
+	f, err := ln.File()
 	if err != nil {
 		return nil, "", fmt.Errorf("duplicate socket: %w", err)
 	}
 	return f, ln.Addr().String(), nil
 }
 
-// listen creates one more socket on the cluster's address. The address never changes
-// after Start, so it is read here without the loop's help.
-func (s *Supervisor) listen() (*os.File, error) {
+// openSocket gives a slot a fresh socket on the cluster's address (loop only). The
+// address never changes after Start.
+func (s *Supervisor) openSocket(sl *slot) error {
 	f, _, err := listen(s.addr)
-	return f, err
+	if err != nil {
+		return err
+	}
+	sl.file, sl.steered = f, s.register(sl.id, f)
+	return nil
+}
+
+// updateSteering rewrites the steering program's list of live slots: those whose current
+// worker is online on the slot's socket (loop only; the loop calls it after every event).
+func (s *Supervisor) updateSteering() {
+	if s.steer == nil {
+		return
+	}
+	var live []int
+	for _, id := range s.slotIDs() {
+		sl := s.slots[id]
+		if sl.file != nil && sl.steered && sl.cur != nil && sl.cur.state == StateOnline {
+			live = append(live, id)
+		}
+	}
+	if err := s.steer.SetLive(live); err != nil {
+		s.log.Error("steering: update the live slots", zap.Error(err))
+	}
 }
 
 // loop owns the state: it runs the functions sent to it and the periodic health checks.
@@ -225,6 +307,7 @@ func (s *Supervisor) loop() {
 		case <-tick.C:
 			s.check()
 		}
+		s.updateSteering()
 	}
 }
 
@@ -264,11 +347,9 @@ func (s *Supervisor) launch(sl *slot) {
 // the slot had closed it.
 func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 	if sl.file == nil && !s.cfg.SelfBind {
-		f, err := s.listen()
-		if err != nil {
+		if err := s.openSocket(sl); err != nil {
 			return nil, err
 		}
-		sl.file = f
 	}
 	sup, child, err := ipc.Pair()
 	if err != nil {
@@ -463,6 +544,7 @@ func (s *Supervisor) exited(p *proc) {
 		return
 	}
 	p.log.Warn("worker crashed", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+	s.giveUpQueue(sl)
 	s.crashed(sl, up)
 }
 
@@ -497,6 +579,23 @@ func (s *Supervisor) crashed(sl *slot, up time.Duration) {
 			}
 		})
 	})
+}
+
+// giveUpQueue closes a crashed slot's socket when the steering program moves what is
+// queued there to a live slot (loop only): otherwise those connections would wait out the
+// restart backoff, seconds once crashes repeat. The next worker gets a fresh socket. A
+// slot that is the only live one keeps its socket: its queue has nowhere else to go.
+func (s *Supervisor) giveUpQueue(sl *slot) {
+	if s.steer == nil || !s.steer.Migrates() || sl.file == nil {
+		return
+	}
+	s.updateSteering() // out of the list before it closes
+	if len(s.steer.Live()) == 0 {
+		return
+	}
+	sl.file.Close()
+	sl.file, sl.steered = nil, false
+	s.log.Info("slot's socket closed: its queued connections move to the live slots", zap.Int("slot", sl.id))
 }
 
 // backoff is the delay before the n-th consecutive restart (n from 1).
@@ -735,15 +834,13 @@ func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
 	var err error
 	for id := cur; id < target; id++ {
 		s.call(func() {
-			var f *os.File
+			sl := &slot{id: id}
 			if !s.cfg.SelfBind {
-				f, err = s.listen()
-				if err != nil {
+				if err = s.openSocket(sl); err != nil {
 					return
 				}
 			}
 			s.count = target
-			sl := &slot{id: id, file: f}
 			s.slots[id] = sl
 			s.launch(sl)
 			if sl.cur != nil {
@@ -772,8 +869,10 @@ func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
 			if sl.timer != nil {
 				sl.timer.Stop()
 			}
-			// Close our copy first, so that the socket closes as soon as the worker stops
-			// accepting, and no new connection is hashed to it meanwhile.
+			// Out of the steering first, then close our copy, so that the socket closes
+			// as soon as the worker stops accepting, and no new connection is sent to it
+			// meanwhile.
+			s.updateSteering()
 			s.closeSocket(sl)
 			if p = sl.cur; p != nil {
 				s.drain(p)
@@ -840,6 +939,10 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 				sl.file.Close()
 				sl.file = nil
 			}
+		}
+		if s.steer != nil {
+			s.steer.Close()
+			s.steer = nil // the loop's last updateSteering must not touch it
 		}
 	})
 	s.log.Info("cluster stopped")
