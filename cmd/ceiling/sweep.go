@@ -52,7 +52,7 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.genCPUs, "gen-cpus", "", "the generator's cores (default: those the server does not use, else all)")
 	fs.DurationVar(&c.d, "d", 3*time.Second, "measured duration per run (whole seconds)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds; 0 none)")
-	fs.IntVar(&c.connsPerWorker, "conns-per-worker", 16, "connections per server worker or core (defeats SO_REUSEPORT's hash imbalance)")
+	fs.IntVar(&c.connsPerWorker, "conns-per-worker", 16, "connections per server worker or core (enough to saturate the mix; see internal/ceiling.SweepConfig)")
 	fs.IntVar(&c.pipelining, "p", 1, "requests in flight per connection (autocannon only)")
 	fs.IntVar(&c.serverCPU0, "server-cpu0", 0, "the server runs on cores server-cpu0 .. server-cpu0+N-1")
 	fs.BoolVar(&c.noPin, "no-pin", false, "pin nothing (server and generator share every core)")

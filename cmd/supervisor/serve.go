@@ -55,6 +55,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists)")
 	instances := fs.String("instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	listen := fs.String("listen", "", "HOST:PORT to serve; overrides the config")
+	steer := fs.String("steering", "", "auto, hash or round-robin: which worker gets each new connection; overrides the config")
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
@@ -85,6 +86,9 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
+	}
+	if *steer != "" {
+		cfg.Steering = *steer
 	}
 	if fs.NArg() > 0 {
 		cfg.Command = fs.Args()

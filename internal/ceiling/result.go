@@ -137,6 +137,9 @@ type Run struct {
 
 	Host    HostCPU       `json:"host"`
 	Workers []WorkerShare `json:"workers,omitempty"`
+	// Steering is how the cluster dealt connections to its workers (`supervisor status`:
+	// "bpf-rr" or "hash"); "" for other modes.
+	Steering string `json:"steering,omitempty"`
 
 	Verdict  string `json:"verdict,omitempty"`
 	Evidence string `json:"evidence,omitempty"`
@@ -156,6 +159,9 @@ func (r Run) Line() string {
 		workers = fmt.Sprintf(" conns=%d", r.Connections)
 		for _, w := range r.Workers {
 			workers += fmt.Sprintf(" w%d=%dreq/%dconn", w.ID, w.Requests, w.Connections)
+		}
+		if r.Steering != "" {
+			workers += " steering=" + r.Steering
 		}
 	}
 	return fmt.Sprintf("workload=%s n=%d mode=%s%s rps=%.0f p99=%.2fms cpu_us=%.1f%s verdict=%s evidence=%q",

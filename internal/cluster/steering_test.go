@@ -100,6 +100,11 @@ func TestSteeringDealsConnectionsEvenly(t *testing.T) {
 func TestSteeringSkipsDeadWorker(t *testing.T) {
 	t.Parallel()
 	s := steeredCluster(t, Config{Instances: 2, ExpBackoffRestartDelay: Duration(10 * time.Second)})
+	migrates := false
+	s.call(func() { migrates = s.steer.Migrates() })
+	if !migrates {
+		t.Skip("kernel before 5.14: the program cannot move a closing socket's queue, so a crashed slot keeps it")
+	}
 	victim := s.Status()[1].PID
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -283,7 +283,13 @@ func (s *Supervisor) updateSteering() {
 	var live []int
 	for _, id := range s.slotIDs() {
 		sl := s.slots[id]
-		if sl.file != nil && sl.steered && sl.cur != nil && sl.cur.state == StateOnline {
+		if sl.file != nil && !sl.steered {
+			// A socket the program's map refused would never be chosen: leave them
+			// all to the hash until it is gone (register logged why).
+			live = nil
+			break
+		}
+		if sl.file != nil && sl.cur != nil && sl.cur.state == StateOnline {
 			live = append(live, id)
 		}
 	}
