@@ -569,7 +569,7 @@ func (srv *Server) Stop() error {
 type clusterStatus struct {
 	Addr     string `json:"addr"`
 	Steering string `json:"steering"`
-	Workers []struct {
+	Workers  []struct {
 		ID          int    `json:"id"`
 		PID         int    `json:"pid"`
 		Status      string `json:"status"`
