@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,12 +29,13 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	// `scale +1 -socket X` and `scale -socket X -1` both work: a leading count is taken
 	// before the flags (a -N count would otherwise read as a flag).
 	var scaleArg string
-	if cmd == "scale" && len(args) > 0 {
-		if _, _, err := cluster.ParseScale(args[0]); err == nil {
-			scaleArg, args = args[0], args[1:]
-		}
+	if cmd == "scale" && len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isNumber(args[0])) {
+		scaleArg, args = args[0], args[1:] // judged below, after the flags
 	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}
 	if cmd == "scale" && scaleArg == "" {
@@ -158,4 +161,24 @@ func mem(b int64) string {
 		return fmt.Sprintf("%.1fmb", float64(b)/(1<<20))
 	}
 	return fmt.Sprintf("%.1fkb", float64(b)/(1<<10))
+}
+
+// isNumber reports whether s is an optionally signed decimal number ("-1" is a count, not
+// a flag).
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+// maxSocketPath is the longest path a unix socket address holds (sun_path is 108 bytes,
+// NUL included).
+const maxSocketPath = 107
+
+// checkSocketPath refuses a control socket path the kernel cannot take, before connect or
+// bind fail with a bare "invalid argument".
+func checkSocketPath(path string) error {
+	if len(path) > maxSocketPath {
+		return fmt.Errorf("control socket path %q is %d bytes, and a unix socket path holds at most %d: choose a shorter -socket (or a shorter XDG_RUNTIME_DIR)", path, len(path), maxSocketPath)
+	}
+	return nil
 }

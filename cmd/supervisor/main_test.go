@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // fakeWorker serves "ok" on fd 3 and speaks ipc on fd 4; it never says ready when the
-// file named by FAKE_MODE_FILE says "notready".
+// file named by FAKE_MODE_FILE says "notready", and says it FAKE_READY_DELAY_MS late.
 func fakeWorker() {
 	ln, err := net.FileListener(os.NewFile(uintptr(ipc.ListenFD), "listener"))
 	if err != nil {
@@ -60,6 +61,12 @@ func fakeWorker() {
 		},
 	}
 	go srv.Serve(ln)
+	if f := os.Getenv("FAKE_ENV_FILE"); f != "" { // what the worker was given
+		os.WriteFile(f, []byte(strings.Join(os.Environ(), "\n")), 0o600)
+	}
+	if ms, err := strconv.Atoi(os.Getenv("FAKE_READY_DELAY_MS")); err == nil {
+		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow start (serving already)
+	}
 	mode, _ := os.ReadFile(os.Getenv("FAKE_MODE_FILE"))
 	if strings.TrimSpace(string(mode)) != "notready" {
 		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
@@ -292,6 +299,34 @@ func TestClientWithoutSupervisor(t *testing.T) {
 	err := run(context.Background(), []string{"status", "-socket", filepath.Join(t.TempDir(), "none.sock")}, func(string) string { return "" }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "is `supervisor run` running?") {
 		t.Errorf("status without a supervisor = %v, want a hint", err)
+	}
+}
+
+// TestClientArgumentErrors: what a user mistypes gets an error that says what is wanted,
+// whatever the order of the count and the flags.
+func TestClientArgumentErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	long := "/tmp/" + strings.Repeat("d", 120) + "/s.sock"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"scale 0 before the flags", []string{"scale", "0", "-socket", sock}, `scale: "0" is not N (1 to 1024), +N or -N`},
+		{"scale 0 after the flags", []string{"scale", "-socket", sock, "0"}, `scale: "0" is not N (1 to 1024), +N or -N`},
+		{"scale word", []string{"scale", "lots", "-socket", sock}, `scale: "lots" is not N`},
+		{"scale nothing", []string{"scale", "-socket", sock}, "scale: want one argument N, +N or -N"},
+		{"scale -1 before the flags", []string{"scale", "-1", "-socket", sock}, "is `supervisor run` running?"},
+		{"socket path too long", []string{"status", "-socket", long}, "a unix socket path holds at most 107"},
+		{"run with a socket path too long", []string{"run", "-socket", long}, "a unix socket path holds at most 107"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+			}
+		})
 	}
 }
 

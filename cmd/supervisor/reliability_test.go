@@ -65,6 +65,8 @@ func TestReliability(t *testing.T) {
 	t.Run("DatabaseMissingAtStart", func(t *testing.T) { t.Parallel(); missingAtStart(t, bins) })
 	t.Run("DatabaseGoneWhileRunning", func(t *testing.T) { t.Parallel(); goneWhileRunning(t, bins) })
 	t.Run("ControlSocket", func(t *testing.T) { t.Parallel(); controlSocket(t, bins) })
+	t.Run("SupervisorStall", func(t *testing.T) { t.Parallel(); supervisorStall(t, bins) })
+	t.Run("SupervisorStallDuringReload", func(t *testing.T) { t.Parallel(); supervisorStallDuringReload(t, bins) })
 }
 
 // clusterConfig is a YAML configuration running n real workers on db.

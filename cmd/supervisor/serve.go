@@ -12,7 +12,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/sdnotify"
 )
 
 // defaultConfig is loaded when -config is not given and the file exists.
@@ -120,6 +124,9 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	log := zap.New(zapcore.NewCore(enc, sink, level))
 	defer log.Sync()
 
+	if err := checkSocketPath(*socket); err != nil {
+		return err
+	}
 	// The lock comes before any bind: a second supervisor must not join the port group.
 	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
 		return fmt.Errorf("create socket directory: %w", err)
@@ -130,7 +137,29 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer lock.Release()
 
-	opts := cluster.Options{Logger: log, Environ: os.Environ()}
+	// Under systemd (Type=notify): readiness, reloads, stopping, a status line and the
+	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it: with NotifyAccess=main
+	// systemd would drop their messages anyway, and they must not speak for the service.
+	opts := cluster.Options{Logger: log, Environ: withoutVars(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+	notifier, err := sdnotify.New(getenv("NOTIFY_SOCKET"))
+	if err != nil {
+		log.Warn("systemd notifications off", zap.Error(err))
+	}
+	defer notifier.Close()
+	if notifier != nil {
+		var failed atomic.Bool
+		opts.Notify = func(state string) {
+			if err := notifier.Notify(state); err != nil && !failed.Swap(true) {
+				log.Warn("systemd notification failed (later failures are not logged)", zap.Error(err))
+			}
+		}
+		wd, err := sdnotify.Watchdog(getenv("WATCHDOG_USEC"), getenv("WATCHDOG_PID"), os.Getpid())
+		if err != nil {
+			return err
+		}
+		opts.Watchdog = wd
+		log.Info("systemd notifications on", zap.String("socket", getenv("NOTIFY_SOCKET")), zap.Duration("watchdog_every", wd))
+	}
 	var wl *workerLogs
 	if *logDir != "" {
 		if err := os.MkdirAll(*logDir, 0o750); err != nil {
@@ -335,4 +364,16 @@ func controlHandler(sup *cluster.Supervisor, log *zap.Logger, stop chan<- struct
 		reply(w, http.StatusAccepted, map[string]bool{"ok": true})
 	})
 	return mux
+}
+
+// withoutVars returns env without the variables named.
+func withoutVars(env []string, names ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,7 +103,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, seed-products, serve)", fs.Arg(0))
 	}
-	c.secret = getenv("JWT_SECRET")
+	secret, err := readSecret(getenv)
+	if err != nil {
+		return c, err
+	}
+	c.secret = secret
 	c.addr = net.JoinHostPort(*host, *port)
 	if c.products == "" && c.db != "" {
 		c.products = defaultProductsPath(c.db)
@@ -111,7 +116,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("SQLITE_PATH is not set: point it (or -db) at a copy of the seed database; `worker seed -db PATH` writes one")
 	}
 	if c.secret == "" {
-		return c, errors.New("JWT_SECRET is empty: set it to the HS256 secret of the tokens (the challenge uses twelve-dollar-challenge)")
+		return c, errors.New("JWT_SECRET is empty: set it (or JWT_SECRET_FILE, a file holding it) to the HS256 secret of the tokens (the challenge uses twelve-dollar-challenge)")
 	}
 	if p, err := strconv.Atoi(*port); err != nil || p < 0 || p > 65535 {
 		return c, fmt.Errorf("PORT %q: want a number from 0 to 65535", *port)
@@ -346,4 +351,27 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// readSecret returns the HS256 secret: JWT_SECRET, or the contents of the file
+// JWT_SECRET_FILE names (the _FILE convention of container images; systemd's
+// LoadCredential= puts it in $CREDENTIALS_DIRECTORY), less one trailing newline. Both set is
+// an error: which one wins would be a guess. The secret is never logged.
+func readSecret(getenv func(string) string) (string, error) {
+	secret, file := getenv("JWT_SECRET"), getenv("JWT_SECRET_FILE")
+	if file == "" {
+		return secret, nil
+	}
+	if secret != "" {
+		return "", errors.New("JWT_SECRET and JWT_SECRET_FILE are both set: keep one (the file keeps the secret out of the environment)")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("JWT_SECRET_FILE: read secret: %w", err)
+	}
+	secret = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if secret == "" {
+		return "", fmt.Errorf("JWT_SECRET_FILE %s is empty: it should hold the HS256 secret", file)
+	}
+	return secret, nil
 }

@@ -48,6 +48,9 @@ func TestRefusesBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	notDB := dir + "/not.db"
 	os.WriteFile(notDB, []byte("this is not a database, just text long enough to look like a file header"), 0o644)
+	secretFile, emptyFile := dir+"/secret", dir+"/empty"
+	os.WriteFile(secretFile, []byte("twelve-dollar-challenge\n"), 0o600)
+	os.WriteFile(emptyFile, []byte("\n"), 0o600)
 	tests := []struct {
 		name string
 		env  []string
@@ -58,6 +61,11 @@ func TestRefusesBadConfig(t *testing.T) {
 		{"missing database file", []string{"SQLITE_PATH=" + dir + "/missing.db", "JWT_SECRET=x"}, "missing.db"},
 		{"not a database", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x"}, "not.db"},
 		{"bad port", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "PORT=http"}, "PORT"},
+		{"secret twice", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "JWT_SECRET_FILE=" + secretFile}, "both set"},
+		{"secret file missing", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + dir + "/absent"}, "JWT_SECRET_FILE: read secret"},
+		{"secret file empty", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + emptyFile}, "is empty"},
+		// A good secret file gets past the secret to the next check, the database.
+		{"secret from a file", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + secretFile}, "not.db"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -187,12 +187,21 @@ func testLogger(t *testing.T) (*zap.Logger, *syncBuffer) {
 // in), waits until every worker is online, and stops it when the test ends.
 func startCluster(t *testing.T, cfg Config, env ...string) *Supervisor {
 	t.Helper()
+	s, _ := startClusterOpts(t, cfg, Options{}, env...)
+	return s
+}
+
+// startClusterOpts is startCluster with Options (Logger and Environ are the test's) and
+// the supervisor's log.
+func startClusterOpts(t *testing.T, cfg Config, opt Options, env ...string) (*Supervisor, *syncBuffer) {
+	t.Helper()
 	cfg.Command = []string{os.Args[0]}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
-	log, _ := testLogger(t)
-	s, err := New(cfg, Options{Logger: log, Environ: append(workerEnv(), env...)})
+	log, logs := testLogger(t)
+	opt.Logger, opt.Environ = log, append(workerEnv(), env...)
+	s, err := New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +223,7 @@ func startCluster(t *testing.T, cfg Config, env ...string) *Supervisor {
 	if err := s.WaitOnline(wctx); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, logs
 }
 
 // waitFor polls cond every 20 ms until it holds or d passes.

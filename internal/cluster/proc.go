@@ -39,10 +39,19 @@ type proc struct {
 	exitErr   error         // set before exited is closed
 
 	// loop-owned
-	state       string
-	candidate   bool // started by a reload and not yet promoted
-	readyAt     time.Time
-	lastHeard   time.Time
+	state         string
+	candidate     bool // started by a reload and not yet promoted
+	readyAt       time.Time
+	lastHeard     time.Time
+	stallsAtStart time.Duration // the stall clock's total when it started
+
+	// askedAt is when the oldest stats request not yet answered was sent (zero: none
+	// pending). Silence is judged from it, not from lastHeard, so that a worker is never
+	// blamed for requests its supervisor did not send.
+	askedAt time.Time
+	// startClock is what listen_timeout is judged from: started, moved later by the
+	// supervisor's own stalls.
+	startClock  time.Time
 	requests    uint64
 	prevReq     uint64
 	prevReqAt   time.Time

@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/sdnotify"
 	"github.com/onehost/onehost/internal/steering"
 )
 
@@ -51,6 +52,16 @@ type Options struct {
 	// per-instance log files); it is called once per worker start. Default: nil, only the
 	// merged log.
 	WorkerLog func(slot int) io.Writer
+	// Notify, when set, receives the cluster's life as systemd notifications (sd_notify(3),
+	// internal/sdnotify): "READY=1" once every slot is online or errored after Start,
+	// "RELOADING=1" and "READY=1" around a rolling reload, "STOPPING=1", a one-line
+	// "STATUS=" whenever the summary changes (checked each stats_interval), and
+	// "WATCHDOG=1" every Watchdog. Called from the supervisor's goroutines; must not block.
+	Notify func(state string)
+	// Watchdog is how often the loop itself sends "WATCHDOG=1" (0: never). From the loop,
+	// so that a supervisor whose loop no longer runs stops feeding systemd's watchdog and
+	// is restarted. Default 0.
+	Watchdog time.Duration
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
@@ -123,11 +134,18 @@ type Supervisor struct {
 	steer     *steering.Group // nil: the kernel's hash
 	steerKind string          // steering.KindRoundRobin or KindHash; fixed at Start
 
+	clock *stallClock // the supervisor's own absences (stall.go); set at Start
+
 	// loop-owned
-	slots    map[int]*slot
-	procs    map[*proc]struct{} // every live process, current or not
-	stopping bool
-	count    int // the slot count workers are told
+	lastSilenceKill time.Time     // the last worker killed for silence
+	lastAllSilent   time.Time     // the last "every worker silent" log line
+	stallSeen       time.Duration // the stall clock's total the loop has reacted to
+	readySent       bool          // READY=1 went out after Start
+	lastStatus      string        // the last STATUS= sent
+	slots           map[int]*slot
+	procs           map[*proc]struct{} // every live process, current or not
+	stopping        bool
+	count           int // the slot count workers are told
 }
 
 // New checks cfg (applying defaults) and returns a supervisor that has not started.
@@ -193,6 +211,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	s.ctx = ctx
 	s.count = n
+	s.clock = newStallClock(stallAllowance(s.cfg.StatsInterval.D()), time.Now())
 	go s.loop()
 	s.call(func() {
 		for i, f := range files {
@@ -302,6 +321,13 @@ func (s *Supervisor) updateSteering() {
 func (s *Supervisor) loop() {
 	tick := time.NewTicker(s.cfg.StatsInterval.D())
 	defer tick.Stop()
+	var watchdog <-chan time.Time
+	if s.opt.Watchdog > 0 {
+		wt := time.NewTicker(s.opt.Watchdog)
+		defer wt.Stop()
+		watchdog = wt.C
+		s.notify("WATCHDOG=1")
+	}
 	for {
 		select {
 		case f := <-s.calls:
@@ -312,8 +338,72 @@ func (s *Supervisor) loop() {
 			f()
 		case <-tick.C:
 			s.check()
+			s.notifyStatus()
+		case <-watchdog:
+			s.notify("WATCHDOG=1")
 		}
 		s.updateSteering()
+		s.notifyReady()
+	}
+}
+
+// notify passes a systemd notification to Options.Notify.
+func (s *Supervisor) notify(state string) {
+	if s.opt.Notify != nil {
+		s.opt.Notify(state)
+	}
+}
+
+// summary is the one-line state of the cluster for STATUS= (loop only).
+func (s *Supervisor) summary() string {
+	online, errored := 0, 0
+	rps := 0.0
+	for _, sl := range s.slots {
+		switch {
+		case sl.cur != nil && sl.cur.state == StateOnline:
+			online++
+			rps += sl.cur.rps
+		case sl.state == StateErrored:
+			errored++
+		}
+	}
+	return fmt.Sprintf("%d/%d online, %d errored, %s req/s", online, len(s.slots), errored, groupThousands(int64(rps+0.5)))
+}
+
+// groupThousands writes n as 14,200.
+func groupThousands(n int64) string {
+	d := strconv.FormatInt(n, 10)
+	for i := len(d) - 3; i > 0 && d[i-1] != '-'; i -= 3 {
+		d = d[:i] + "," + d[i:]
+	}
+	return d
+}
+
+// notifyReady sends READY=1 once every slot's first worker is online or its slot errored
+// (loop only).
+func (s *Supervisor) notifyReady() {
+	if s.readySent || s.stopping || len(s.slots) == 0 {
+		return
+	}
+	for _, sl := range s.slots {
+		online := sl.cur != nil && sl.cur.state == StateOnline
+		if !online && sl.state != StateErrored {
+			return
+		}
+	}
+	s.readySent = true
+	s.lastStatus = s.summary()
+	s.notify("READY=1\n" + sdnotify.Status(s.lastStatus))
+}
+
+// notifyStatus sends STATUS= when the summary changed (loop only).
+func (s *Supervisor) notifyStatus() {
+	if !s.readySent || s.stopping {
+		return
+	}
+	if st := s.summary(); st != s.lastStatus {
+		s.lastStatus = st
+		s.notify(sdnotify.Status(st))
 	}
 }
 
@@ -405,7 +495,9 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		ll.raw = s.opt.WorkerLog(sl.id)
 	}
 	go copyLines(pr, ll)
-	p := &proc{slot: sl.id, pid: cmd.Process.Pid, started: time.Now(), conn: sup, log: log,
+	now := time.Now()
+	_, stalls := s.clock.observe(now)
+	p := &proc{slot: sl.id, pid: cmd.Process.Pid, started: now, startClock: now, stallsAtStart: stalls, conn: sup, log: log,
 		kill:  func() { cmd.Process.Kill() },
 		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
 	s.procs[p] = struct{}{}
@@ -445,6 +537,15 @@ func (s *Supervisor) poll(p *proc) {
 			return
 		case <-t.C:
 		}
+		// Start the silence clock before the request leaves, so that the answer always
+		// finds it started and stops it.
+		if !s.call(func() {
+			if p.askedAt.IsZero() {
+				p.askedAt = time.Now()
+			}
+		}) {
+			return
+		}
 		p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
 		ticks, rss, err := procSample(p.pid)
 		if err != nil {
@@ -458,7 +559,7 @@ func (s *Supervisor) poll(p *proc) {
 // message handles one ipc message (loop only).
 func (s *Supervisor) message(p *proc, m ipc.Msg) {
 	now := time.Now()
-	p.lastHeard = now
+	p.lastHeard, p.askedAt = now, time.Time{}
 	switch m.Type {
 	case ipc.TypeReady:
 		if p.state == StateLaunching {
@@ -515,21 +616,69 @@ func (s *Supervisor) sample(p *proc, now time.Time, ticks uint64, rss int64) {
 	}
 }
 
+// stallAllowance is the longest gap between the loop's observations of the stall clock
+// that is not a stall: one stats_interval late, at least a quarter of a second.
+func stallAllowance(statsInterval time.Duration) time.Duration {
+	return statsInterval + max(statsInterval/2, 250*time.Millisecond)
+}
+
 // check kills workers that missed their heartbeat or their start deadline (loop only).
+//
+// Silence is judged from stats requests actually sent and left unanswered for
+// heartbeat_timeout, and never right after the supervisor itself was away (stallClock):
+// then every clock restarts. At most one worker is killed for silence per
+// heartbeat_timeout, and none when every worker of two or more is silent at once: that is
+// the host's or the supervisor's trouble, and killing them all would turn it into an
+// outage.
 func (s *Supervisor) check() {
 	now := time.Now()
+	// Another judge (a reload) may have observed the stall first: react to the total.
+	if _, total := s.clock.observe(now); total > s.stallSeen {
+		stall := total - s.stallSeen
+		s.stallSeen = total
+		s.log.Warn("supervisor was not running (stopped, paused VM, swap storm?): heartbeat and start clocks restarted, nothing judged",
+			zap.Duration("away", stall))
+		for p := range s.procs {
+			p.askedAt = time.Time{}
+			p.startClock = p.startClock.Add(stall)
+		}
+		return
+	}
+	var silent []*proc
+	online := 0
 	for p := range s.procs {
 		switch {
-		case p.state == StateOnline && now.Sub(p.lastHeard) > s.cfg.HeartbeatTimeout.D():
-			p.log.Error("worker missed its heartbeat: killing it", zap.Duration("silent", now.Sub(p.lastHeard)))
-			p.state = StateStopping
-			p.kill()
-		case p.state == StateLaunching && !p.candidate && now.Sub(p.started) > s.cfg.ListenTimeout.D():
+		case p.state == StateOnline:
+			online++
+			if !p.askedAt.IsZero() && now.Sub(p.askedAt) > s.cfg.HeartbeatTimeout.D() {
+				silent = append(silent, p)
+			}
+		case p.state == StateLaunching && !p.candidate && now.Sub(p.startClock) > s.cfg.ListenTimeout.D():
 			p.log.Error("worker not ready within listen_timeout: killing it", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
 			p.state = StateStopping
 			p.kill()
 		}
 	}
+	if len(silent) == 0 {
+		return
+	}
+	hb := s.cfg.HeartbeatTimeout.D()
+	if online >= 2 && len(silent) == online {
+		if now.Sub(s.lastAllSilent) >= hb {
+			s.lastAllSilent = now
+			s.log.Error("every worker is silent at once: the host or the supervisor is in trouble, not the workers; killing none",
+				zap.Int("workers", online), zap.Duration("heartbeat_timeout", hb))
+		}
+		return
+	}
+	if now.Sub(s.lastSilenceKill) < hb {
+		return // one at a time: the next one, if still silent, after another heartbeat_timeout
+	}
+	p := slices.MinFunc(silent, func(a, b *proc) int { return a.askedAt.Compare(b.askedAt) })
+	p.log.Error("worker missed its heartbeat: killing it", zap.Duration("silent", now.Sub(p.askedAt)))
+	s.lastSilenceKill = now
+	p.state = StateStopping
+	p.kill()
 }
 
 // exited handles the end of a process (loop only).
@@ -538,7 +687,10 @@ func (s *Supervisor) exited(p *proc) {
 	if p.drainTimer != nil {
 		p.drainTimer.Stop()
 	}
-	up := time.Since(p.started)
+	// Uptime as the restart budgets see it: the supervisor's own stalls meanwhile do not
+	// make a worker that crashed young look stable.
+	_, stalls := s.clock.observe(time.Now())
+	up := time.Since(p.started) - (stalls - p.stallsAtStart)
 	sl := s.slots[p.slot]
 	if sl == nil || sl.cur != p {
 		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
@@ -731,14 +883,33 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 		return ErrStopped
 	}
 	s.log.Info("rolling reload", zap.Ints("slots", ids))
+	s.notify(sdnotify.Reloading())
 	for i, id := range ids {
 		if err := s.reloadSlot(ctx, id, nil); err != nil {
 			s.log.Error("reload aborted: the remaining workers keep serving", zap.Int("slot", id), zap.Error(err))
-			return fmt.Errorf("reload aborted at slot %d (%d of %d slots replaced): %w", id, i, len(ids), err)
+			err = fmt.Errorf("reload aborted at slot %d (%d of %d slots replaced): %w", id, i, len(ids), err)
+			s.notifyReloaded("reload aborted, the previous workers serve: " + err.Error())
+			return err
 		}
 	}
 	s.log.Info("reload done", zap.Int("slots", len(ids)))
+	s.notifyReloaded("")
 	return nil
+}
+
+// notifyReloaded ends a reload for systemd: READY=1 (the service serves either way) with
+// the summary, or why the reload was aborted.
+func (s *Supervisor) notifyReloaded(aborted string) {
+	st := aborted
+	if !s.call(func() {
+		if st == "" {
+			st = s.summary()
+		}
+		s.lastStatus = st
+	}) {
+		return
+	}
+	s.notify("READY=1\n" + sdnotify.Status(st))
 }
 
 // reloadSlot replaces the slot's worker (if only is not nil, only while it is still the
@@ -772,14 +943,30 @@ func (s *Supervisor) reloadSlot(ctx context.Context, id int, only *proc) error {
 		<-np.exited
 		return why
 	}
-	select {
-	case <-np.ready:
-	case <-np.exited:
-		return fmt.Errorf("new worker (pid %d) exited before it was ready: %v", np.pid, np.exitErr)
-	case <-t.C:
-		return fail(fmt.Errorf("new worker (pid %d) not ready within listen_timeout %v", np.pid, s.cfg.ListenTimeout.D()))
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	_, away := s.clock.observe(time.Now())
+wait:
+	for {
+		select {
+		case <-np.ready:
+			break wait
+		case <-np.exited:
+			return fmt.Errorf("new worker (pid %d) exited before it was ready: %v", np.pid, np.exitErr)
+		case <-t.C:
+			select { // a ready message read after a stall of ours counts
+			case <-np.ready:
+				break wait
+			default:
+			}
+			// The supervisor's own stalls do not count against the new worker.
+			if _, total := s.clock.observe(time.Now()); total > away {
+				t.Reset(total - away)
+				away = total
+				continue
+			}
+			return fail(fmt.Errorf("new worker (pid %d) not ready within listen_timeout %v", np.pid, s.cfg.ListenTimeout.D()))
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
 	}
 	promoted := false
 	s.call(func() {
@@ -797,6 +984,7 @@ func (s *Supervisor) reloadSlot(ctx context.Context, id int, only *proc) error {
 		sl.restarts++
 		if np.state == StateLaunching { // ready arrived but its event is still queued
 			np.state, np.readyAt, np.lastHeard, np.prevReqAt = StateOnline, time.Now(), time.Now(), time.Now()
+			np.askedAt = time.Time{}
 		}
 		if old != nil {
 			s.drain(old)
@@ -899,6 +1087,7 @@ func (s *Supervisor) Stop(ctx context.Context) error { return s.stop(ctx, false)
 func (s *Supervisor) Kill() error { return s.stop(context.Background(), true) }
 
 func (s *Supervisor) stop(ctx context.Context, now bool) error {
+	s.notify("STOPPING=1")
 	if now {
 		// Do not wait for a running Reload or Scale: killing its workers ends it.
 		s.call(func() {

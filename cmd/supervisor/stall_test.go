@@ -1,0 +1,170 @@
+package main
+
+// The supervisor under its own faults: stopped (SIGSTOP: what a paused VM, a swap storm or
+// an attached debugger does to it) while its workers serve, and while a reload waits for a
+// new worker. The supervisor runs as its own process, so that stopping it stops nothing
+// else.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+// supervisorProcess runs the supervisor binary with config and the given worker command
+// until the test ends, and waits until every worker is online.
+type supervisorProcess struct {
+	cmd  *exec.Cmd
+	ctl  *runningCluster
+	logs *syncBuffer
+}
+
+func startSupervisorProcess(t *testing.T, bin, config string, env []string, command ...string) (*supervisorProcess, statusReply) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp := &supervisorProcess{ctl: &runningCluster{socket: filepath.Join(dir, "s.sock")}, logs: &syncBuffer{}}
+	sp.cmd = exec.Command(bin, append([]string{"run", "-config", cfg, "-socket", sp.ctl.socket, "-listen", "127.0.0.1:0", "--"}, command...)...)
+	sp.cmd.Env = append(os.Environ(), env...)
+	sp.cmd.Stderr = sp.logs
+	if err := sp.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sp.cmd.Process.Signal(syscall.SIGCONT)
+		sp.cmd.Process.Signal(syscall.SIGTERM)
+		sp.cmd.Wait()
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", sp.logs)
+		}
+	})
+	var st statusReply
+	waitUntil(t, 60*time.Second, "cluster online", func() bool {
+		var err error
+		st, err = sp.ctl.status()
+		return err == nil && len(st.Workers) > 0 && allOnline(st)
+	})
+	return sp, st
+}
+
+// stall stops the supervisor process for d.
+func (sp *supervisorProcess) stall(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := sp.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	if err := sp.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func workerPIDs(st statusReply) []int {
+	var pids []int
+	for _, w := range st.Workers {
+		pids = append(pids, w.PID)
+	}
+	return pids
+}
+
+// supervisorStall: the supervisor stopped for three heartbeat timeouts while two real
+// workers serve /posts/1 kills nobody and fails no request; a worker stopped alone is still
+// replaced.
+func supervisorStall(t *testing.T, bins binaries) {
+	dir := t.TempDir()
+	db := seedtest.Tiny(t, dir, false)
+	sp, st := startSupervisorProcess(t, bins.supervisor,
+		clusterConfig(2, db, filepath.Join(dir, "products.db"), "stats_interval: 200ms\nheartbeat_timeout: 1s\n"), nil, bins.worker)
+	before := workerPIDs(st)
+	load := clustertest.StartLoad("http://"+st.Addr+"/posts/1", 8)
+	time.Sleep(300 * time.Millisecond)
+	stalledAt := time.Now()
+	sp.stall(t, 3*time.Second)
+	time.Sleep(1500 * time.Millisecond) // several heartbeat rounds after the resume
+	load.Finish(t)
+	after, err := sp.ctl.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range after.Workers {
+		if w.Restarts != 0 {
+			t.Errorf("worker %d: %d restarts after the supervisor's stall, want 0", w.ID, w.Restarts)
+		}
+	}
+	if got := workerPIDs(after); !slices.Equal(got, before) {
+		t.Errorf("workers %v after the stall, want the same %v", got, before)
+	}
+	if !strings.Contains(sp.logs.String(), "supervisor was not running") {
+		t.Error("the stall was not logged")
+	}
+	t.Logf("supervisor stopped 3 s (heartbeat_timeout 1 s) under load at %s: 0 restarts", stalledAt.Format("15:04:05.000"))
+
+	// A worker that is really silent is still replaced, and only it.
+	victim := before[0]
+	stoppedAt := time.Now()
+	if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var now statusReply
+	waitUntil(t, 15*time.Second, "the stopped worker replaced", func() bool {
+		now, err = sp.ctl.status()
+		return err == nil && now.Workers[0].PID != victim && now.Workers[0].Status == "online"
+	})
+	if now.Workers[1].PID != before[1] {
+		t.Errorf("worker 1 replaced too (pid %d, was %d)", now.Workers[1].PID, before[1])
+	}
+	t.Logf("a worker stopped alone: replaced after %v", time.Since(stoppedAt).Round(10*time.Millisecond))
+}
+
+// supervisorStallDuringReload: the supervisor stopped longer than listen_timeout while a
+// reload waits for a new worker; the worker said ready meanwhile, so the reload goes on
+// when the supervisor does, and no request fails.
+func supervisorStallDuringReload(t *testing.T, bins binaries) {
+	env := []string{roleEnv + "=worker", "FAKE_READY_DELAY_MS=300", "GORACE=atexit_sleep_ms=0"}
+	sp, st := startSupervisorProcess(t, bins.supervisor, "instances: 2\nlisten_timeout: 1s\n", env, os.Args[0])
+	before := workerPIDs(st)
+	load := clustertest.StartLoad("http://"+st.Addr+"/", 4)
+	reloaded := make(chan error, 1)
+	go func() {
+		out, err := sp.ctl.cmd("reload")
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+		reloaded <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // slot 0's new worker is starting: ready in ~200 ms
+	sp.stall(t, 2500*time.Millisecond)
+	select {
+	case err := <-reloaded:
+		if err != nil {
+			t.Errorf("reload after the stall: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("reload did not return")
+	}
+	load.Finish(t)
+	after, err := sp.ctl.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range after.Workers {
+		if w.PID == before[i] || w.Status != "online" {
+			t.Errorf("worker %d after the reload: %+v, want a new pid online", i, w)
+		}
+	}
+	if !strings.Contains(sp.logs.String(), "supervisor was not running") {
+		t.Error("the stall was not logged")
+	}
+}
