@@ -217,34 +217,26 @@ const bpfFetch = 0x01
 func program(socks, live, counter int) asm.Instructions {
 	fetchAdd := asm.FetchAdd.Mem(asm.R0, asm.R1, asm.DWord, 0)
 	fetchAdd.Constant = bpfFetch
-	return asm.Instructions{
+	var p asm.Instructions
+	p = append(p,
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		// r7 = live[0]
-		asm.LoadMapPtr(asm.R1, live),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.StoreImm(asm.RFP, -4, 0, asm.Word))
+	// r7 = live[0]
+	p = append(p, lookup(live, -4)...)
+	p = append(p,
 		asm.LoadMem(asm.R7, asm.R0, 0, asm.Word),
-		asm.JEq.Imm(asm.R7, 0, "pass"),
-		// r1 = fetch_add(counter[0], 1) % r7 + 1
-		asm.LoadMapPtr(asm.R1, counter),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.JEq.Imm(asm.R7, 0, "pass"))
+	// r1 = fetch_add(counter[0], 1) % r7 + 1
+	p = append(p, lookup(counter, -4)...)
+	p = append(p,
 		asm.Mov.Imm(asm.R1, 1),
 		fetchAdd,
 		asm.Mod.Reg(asm.R1, asm.R7),
 		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.RFP, -8, asm.R1, asm.Word),
-		// pos = live[r1]
-		asm.LoadMapPtr(asm.R1, live),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -8),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.StoreMem(asm.RFP, -8, asm.R1, asm.Word))
+	// pos = live[r1]
+	p = append(p, lookup(live, -8)...)
+	return append(p,
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.RFP, -12, asm.R1, asm.Word),
 		// bpf_sk_select_reuseport(ctx, socks, &pos, 0)
@@ -256,5 +248,16 @@ func program(socks, live, counter int) asm.Instructions {
 		asm.FnSkSelectReuseport.Call(),
 		asm.Mov.Imm(asm.R0, skPass).WithSymbol("pass"),
 		asm.Return(),
+	)
+}
+
+// lookup is r0 = bpf_map_lookup_elem(map, fp+key), passing when it finds nothing.
+func lookup(m int, key int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, m),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(key)),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
 	}
 }

@@ -47,6 +47,18 @@ func listeners(t *testing.T, n int) []*net.TCPListener {
 	return lns
 }
 
+// added opens n sockets of one group and puts socket i at position i of g.
+func added(t *testing.T, g *Group, n int) []*net.TCPListener {
+	t.Helper()
+	lns := listeners(t, n)
+	for i, ln := range lns {
+		if err := g.Add(i, ln); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lns
+}
+
 // dial opens n connections to addr and keeps them open until the test ends.
 func dial(t *testing.T, addr string, n int) []net.Conn {
 	t.Helper()
@@ -99,12 +111,7 @@ func TestRoundRobin(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGroup(t, 8)
-			lns := listeners(t, tc.sockets)
-			for i, ln := range lns {
-				if err := g.Add(i, ln); err != nil {
-					t.Fatal(err)
-				}
-			}
+			lns := added(t, g, tc.sockets)
 			if err := g.SetLive(tc.live); err != nil {
 				t.Fatal(err)
 			}
@@ -127,12 +134,7 @@ func TestRoundRobin(t *testing.T) {
 // refused.
 func TestEmptyListFallsBackToHash(t *testing.T) {
 	g := newGroup(t, 4)
-	lns := listeners(t, 2)
-	for i, ln := range lns {
-		if err := g.Add(i, ln); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lns := added(t, g, 2)
 	dial(t, lns[0].Addr().String(), 10)
 	got, _ := drain(t, lns)
 	if got[0]+got[1] != 10 {
@@ -147,12 +149,7 @@ func TestClosingSocketMigrates(t *testing.T) {
 	if !g.Migrates() {
 		t.Skip("kernel before 5.14: no select-or-migrate program")
 	}
-	lns := listeners(t, 2)
-	for i, ln := range lns {
-		if err := g.Add(i, ln); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lns := added(t, g, 2)
 	if err := g.SetLive([]int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +185,7 @@ func TestClosingSocketMigrates(t *testing.T) {
 // old one's turns.
 func TestReplacedSocket(t *testing.T) {
 	g := newGroup(t, 4)
-	lns := listeners(t, 2)
-	for i, ln := range lns {
-		if err := g.Add(i, ln); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lns := added(t, g, 2)
 	if err := g.SetLive([]int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
