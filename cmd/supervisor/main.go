@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCluster(ctx, args[1:], getenv, stderr)
 	case "status", "reload", "scale", "stop":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case listenPIDShim: // not in the usage: the supervisor's own, between it and a worker
+		return execWithListenPID(args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil

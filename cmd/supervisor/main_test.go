@@ -26,6 +26,11 @@ import (
 const roleEnv = "SUPERVISOR_TEST_ROLE"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == listenPIDShim { // the supervisor starts workers through itself
+		err := execWithListenPID(os.Args[2:])
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if os.Getenv(roleEnv) == "worker" {
 		fakeWorker()
 		os.Exit(0)
@@ -114,6 +119,9 @@ func startRun(t *testing.T, config string, extra ...string) *runningCluster {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "cluster.yaml")
+	if !strings.Contains(config, "wait_ready:") {
+		config = "wait_ready: true\n" + config // the workers here say ready: online means serving
+	}
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -106,8 +106,10 @@ func TestSystemdNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(b, []byte("NOTIFY_SOCKET=")) || bytes.Contains(b, []byte("WATCHDOG_USEC=")) {
-		t.Errorf("a worker inherited the notify variables:\n%s", b)
+	// Each worker has a notify socket of its own (for programs that speak sd_notify), never
+	// the supervisor's, and no watchdog.
+	if bytes.Contains(b, []byte("NOTIFY_SOCKET="+sockPath)) || bytes.Contains(b, []byte("WATCHDOG_USEC=")) {
+		t.Errorf("a worker inherited the supervisor's notify variables:\n%s", b)
 	}
 }
 

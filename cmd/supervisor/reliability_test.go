@@ -71,7 +71,7 @@ func TestReliability(t *testing.T) {
 
 // clusterConfig is a YAML configuration running n real workers on db.
 func clusterConfig(n int, db, products string, extra string) string {
-	return fmt.Sprintf("instances: %d\nenv: {SQLITE_PATH: %q, PRODUCTS_PATH: %q, JWT_SECRET: %s, GORACE: atexit_sleep_ms=0}\n%s",
+	return fmt.Sprintf("instances: %d\nwait_ready: true\nenv: {SQLITE_PATH: %q, PRODUCTS_PATH: %q, JWT_SECRET: %s, GORACE: atexit_sleep_ms=0}\n%s",
 		n, db, products, relSecret, extra)
 }
 
@@ -209,7 +209,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 	start := func() (*exec.Cmd, statusReply) {
 		t.Helper()
 		cmd := exec.Command(bins.supervisor, "run", "-config", cfg, "-socket", sock, "-listen", "127.0.0.1:0")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // workers join its group
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -229,6 +229,9 @@ func clusterKill9(t *testing.T, bins binaries) {
 	time.Sleep(1500 * time.Millisecond)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	for _, w := range st.Workers { // each worker leads its own process group
+		syscall.Kill(w.PID, syscall.SIGKILL)
 	}
 	cmd.Wait()
 	for _, w := range st.Workers {

@@ -97,12 +97,18 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() > 0 {
 		cfg.Command = fs.Args()
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program: %w", err)
+	}
+	ours := filepath.Join(filepath.Dir(exe), "worker")
 	if len(cfg.Command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the worker beside this program: %w", err)
-		}
-		cfg.Command = []string{filepath.Join(filepath.Dir(exe), "worker")}
+		cfg.Command = []string{ours}
+	}
+	if cfg.WaitReady == nil && cfg.Command[0] == ours {
+		// Our worker says ready once its database is open: online means serving.
+		ready := true
+		cfg.WaitReady = &ready
 	}
 
 	level, err := zap.ParseAtomicLevel(*logLevel)
@@ -140,7 +146,8 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	// Under systemd (Type=notify): readiness, reloads, stopping, a status line and the
 	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it: with NotifyAccess=main
 	// systemd would drop their messages anyway, and they must not speak for the service.
-	opts := cluster.Options{Logger: log, Environ: withoutVars(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+	opts := cluster.Options{Logger: log, Environ: withoutVars(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"),
+		ListenPIDShim: []string{exe, listenPIDShim, "--"}}
 	notifier, err := sdnotify.New(getenv("NOTIFY_SOCKET"))
 	if err != nil {
 		log.Warn("systemd notifications off", zap.Error(err))

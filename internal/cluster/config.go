@@ -47,6 +47,21 @@ type Config struct {
 	Steering string `yaml:"steering"`
 	// WorkerGOMAXPROCS is the GOMAXPROCS each worker gets. Default 1: one process per core.
 	WorkerGOMAXPROCS int `yaml:"worker_gomaxprocs"`
+	// WaitReady (PM2's wait_ready) makes a new worker `launching` until it says it is ready
+	// (readiness.go: our ipc, sd_notify's READY=1, or Node's process.send('ready')); after
+	// listen_timeout without a word it is online anyway, as in PM2. Default false: a worker
+	// is online once started, unless the program is known to signal readiness (an earlier
+	// worker of this cluster did), in which case it is always waited for, and a new worker
+	// that never signals is killed (at start) or aborts the reload (the previous generation
+	// keeps serving). nil: the default; `supervisor run` makes it true for its own worker.
+	WaitReady *bool `yaml:"wait_ready"`
+	// KillSignal is what stops a worker that does not speak our ipc (PM2's kill_signal):
+	// gunicorn drains on SIGTERM and stops at once on SIGINT, PM2's default. Default
+	// SIGTERM, systemd's. Workers that speak ipc are asked to drain over it instead.
+	KillSignal string `yaml:"kill_signal"`
+	// ShutdownWithMessage (PM2's shutdown_with_message) stops a Node worker by sending it
+	// the message "shutdown" over its Node IPC channel instead of KillSignal. Default false.
+	ShutdownWithMessage bool `yaml:"shutdown_with_message"`
 	// KillTimeout is how long a draining worker may take before SIGKILL. Default 1.6 s.
 	KillTimeout Duration `yaml:"kill_timeout"`
 	// ListenTimeout bounds the wait for a new worker's ready message. Default 10 s, not
@@ -93,6 +108,9 @@ const (
 	MaxInstances = 1024
 )
 
+// waitReady is WaitReady's value, false when unset.
+func (c Config) waitReady() bool { return c.WaitReady != nil && *c.WaitReady }
+
 // Steering modes (Config.Steering), as internal/steering names them.
 const (
 	SteeringAuto       = steering.ModeAuto
@@ -107,6 +125,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
+	}
+	if c.KillSignal == "" {
+		c.KillSignal = "SIGTERM"
 	}
 	if c.WorkerGOMAXPROCS == 0 {
 		c.WorkerGOMAXPROCS = 1
@@ -168,6 +189,11 @@ func (c Config) Validate() error {
 	for k := range c.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env: %q is not a variable name", k)
+		}
+	}
+	if c.KillSignal != "" {
+		if _, err := parseSignal(c.KillSignal); err != nil {
+			return fmt.Errorf("kill_signal: %w: want a name such as SIGTERM (default), SIGINT or SIGQUIT", err)
 		}
 	}
 	switch c.Steering {

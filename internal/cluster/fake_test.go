@@ -199,6 +199,10 @@ func startClusterOpts(t *testing.T, cfg Config, opt Options, env ...string) (*Su
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
+	if cfg.WaitReady == nil { // the fake worker says ready, as ours does
+		ready := true
+		cfg.WaitReady = &ready
+	}
 	log, logs := testLogger(t)
 	opt.Logger, opt.Environ = log, append(workerEnv(), env...)
 	s, err := New(cfg, opt)

@@ -38,7 +38,12 @@ type proc struct {
 	exited    chan struct{} // closed after Wait returned
 	exitErr   error         // set before exited is closed
 
+	notify *notifySocket // its sd_notify socket; nil if none could be made
+	node   *nodeChannel  // its Node IPC channel; nil unless the program is Node
+
 	// loop-owned
+	speaksIPC     bool   // it has sent an ipc message: it is asked for stats and judged by them
+	statusText    string // its last sd_notify STATUS=
 	state         string
 	candidate     bool // started by a reload and not yet promoted
 	readyAt       time.Time

@@ -105,7 +105,8 @@ func TestNotifyLifecycle(t *testing.T) {
 func TestNotifyReadyWithErroredSlot(t *testing.T) {
 	t.Parallel()
 	n := &notifications{}
-	cfg := Config{Instances: 1, Command: []string{"false"}, Listen: "127.0.0.1:0", MaxRestarts: 1,
+	wait := true // online only when it says so, which `false` never does
+	cfg := Config{Instances: 1, Command: []string{"false"}, Listen: "127.0.0.1:0", MaxRestarts: 1, WaitReady: &wait,
 		ExpBackoffRestartDelay: Duration(10 * time.Millisecond)}
 	s, err := New(cfg, Options{Notify: n.add})
 	if err != nil {

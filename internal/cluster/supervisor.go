@@ -62,6 +62,13 @@ type Options struct {
 	// so that a supervisor whose loop no longer runs stops feeding systemd's watchdog and
 	// is restarted. Default 0.
 	Watchdog time.Duration
+	// ListenPIDShim, when set, is an argv prefix that sets LISTEN_PID to its own pid and
+	// then executes the rest of its arguments (the pid survives exec): systemd's socket
+	// activation rule, which libsystemd, go-systemd, gunicorn, Puma and Unicorn check
+	// before they take an inherited socket, and which a Go parent cannot meet itself (no
+	// code runs between fork and exec). cmd/supervisor passes itself. Default: none, and
+	// LISTEN_PID is not set.
+	ListenPIDShim []string
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
@@ -141,6 +148,9 @@ type Supervisor struct {
 	lastAllSilent   time.Time     // the last "every worker silent" log line
 	stallSeen       time.Duration // the stall clock's total the loop has reacted to
 	readySent       bool          // READY=1 went out after Start
+	signals         bool          // some worker signalled readiness: wait for every later one
+	spawned         uint64        // workers started, for unique notify socket names
+	notifyDir       string        // the workers' sd_notify sockets live here; "" if none
 	lastStatus      string        // the last STATUS= sent
 	slots           map[int]*slot
 	procs           map[*proc]struct{} // every live process, current or not
@@ -212,6 +222,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.ctx = ctx
 	s.count = n
 	s.clock = newStallClock(stallAllowance(s.cfg.StatsInterval.D()), time.Now())
+	if dir, err := os.MkdirTemp("", "onehost-notify-"); err != nil {
+		s.log.Warn("no sd_notify sockets for the workers: READY=1 will not be heard", zap.Error(err))
+	} else {
+		s.notifyDir = dir
+	}
 	go s.loop()
 	s.call(func() {
 		for i, f := range files {
@@ -452,33 +467,82 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		return nil, err
 	}
 	defer child.Close() // the worker has its copy after Start
-	cmd := exec.CommandContext(s.ctx, s.cfg.Command[0], s.cfg.Command[1:]...)
+	argv := s.cfg.Command
+	if !s.cfg.SelfBind && len(s.opt.ListenPIDShim) > 0 {
+		argv = append(slices.Clone(s.opt.ListenPIDShim), argv...)
+	}
+	cmd := exec.CommandContext(s.ctx, argv[0], argv[1:]...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = s.cfg.KillTimeout.D()
 	cmd.Dir = s.opt.Dir
+	// Its own process group, so that SIGKILL after kill_timeout reaches the children it
+	// forked too (gunicorn's, for one), and a terminal's ^C reaches the supervisor alone,
+	// which stops its workers in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	env := slices.Clone(s.opt.Environ)
 	for k, v := range s.cfg.Env {
 		env = append(env, k+"="+v)
 	}
+	// The descriptors: the socket first (socket activation: fds from 3, LISTEN_FDS of
+	// them), then our ipc, then Node's channel; variables of our own environment that
+	// would say otherwise are overridden, set empty.
 	if s.cfg.SelfBind {
-		// The worker binds HOST:PORT itself (with SO_REUSEPORT); LISTEN_FDS must not
-		// leak in from our own environment.
+		// The worker binds HOST:PORT itself (with SO_REUSEPORT).
 		host, port, _ := net.SplitHostPort(s.addr)
-		cmd.ExtraFiles = []*os.File{child} // fd 3
-		env = append(env, ipc.EnvListenFDs+"=", ipc.EnvFD+"=3", "HOST="+host, "PORT="+port)
+		cmd.ExtraFiles = []*os.File{child}
+		env = append(env, ipc.EnvListenFDs+"=", "LISTEN_FDNAMES=", "LISTEN_PID=", "HOST="+host, "PORT="+port)
 	} else {
-		cmd.ExtraFiles = []*os.File{sl.file, child} // fd 3 and fd 4
-		env = append(env, ipc.EnvListenFDs+"=1", ipc.EnvFD+"=4")
+		cmd.ExtraFiles = []*os.File{sl.file, child}
+		env = append(env, ipc.EnvListenFDs+"=1", "LISTEN_FDNAMES=http")
+		if len(s.opt.ListenPIDShim) == 0 {
+			env = append(env, "LISTEN_PID=")
+		}
+	}
+	env = append(env, ipc.EnvFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	var node *nodeChannel
+	if isNode(s.cfg.Command[0]) {
+		nc, childEnd, err := newNodeChannel()
+		if err != nil {
+			sup.Close()
+			return nil, err
+		}
+		defer childEnd.Close()
+		node = nc
+		cmd.ExtraFiles = append(cmd.ExtraFiles, childEnd)
+		env = append(env, "NODE_CHANNEL_FD="+strconv.Itoa(2+len(cmd.ExtraFiles)), "NODE_CHANNEL_SERIALIZATION_MODE=json")
+	} else {
+		env = append(env, "NODE_CHANNEL_FD=")
+	}
+	var notify *notifySocket
+	if s.notifyDir != "" {
+		s.spawned++
+		if notify, err = openNotify(s.notifyDir, sl.id, s.spawned); err != nil {
+			s.log.Warn("worker gets no sd_notify socket", zap.Int("slot", sl.id), zap.Error(err))
+		}
+	}
+	if notify != nil {
+		env = append(env, "NOTIFY_SOCKET="+notify.path)
+	} else {
+		env = append(env, "NOTIFY_SOCKET=")
 	}
 	env = append(env,
 		ipc.EnvWorkerID+"="+strconv.Itoa(sl.id), ipc.EnvWorkerCount+"="+strconv.Itoa(s.count),
 		"GOMAXPROCS="+strconv.Itoa(s.cfg.WorkerGOMAXPROCS))
 	cmd.Env = env
+	closeChannels := func() {
+		if node != nil {
+			node.f.Close()
+		}
+		if notify != nil {
+			notify.Close()
+		}
+	}
 	// Our own pipe rather than an io.Writer: exec's copy goroutine would make Wait wait for
 	// every holder of the pipe, and we want the pid in the log fields.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		sup.Close()
+		closeChannels()
 		return nil, fmt.Errorf("create output pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -487,6 +551,7 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 	if err != nil {
 		pr.Close()
 		sup.Close()
+		closeChannels()
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
 	}
 	log := s.log.With(zap.Int("slot", sl.id), zap.Int("pid", cmd.Process.Pid))
@@ -497,19 +562,41 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 	go copyLines(pr, ll)
 	now := time.Now()
 	_, stalls := s.clock.observe(now)
-	p := &proc{slot: sl.id, pid: cmd.Process.Pid, started: now, startClock: now, stallsAtStart: stalls, conn: sup, log: log,
-		kill:  func() { cmd.Process.Kill() },
+	pid := cmd.Process.Pid
+	p := &proc{slot: sl.id, pid: pid, started: now, startClock: now, stallsAtStart: stalls, conn: sup, log: log,
+		notify: notify, node: node,
 		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
+	p.kill = func() {
+		select {
+		case <-p.exited: // its pid, and so its group's id, may be someone else's now
+		default:
+			cmd.Process.Kill()
+			syscall.Kill(-pid, syscall.SIGKILL) // the children it forked
+		}
+	}
 	s.procs[p] = struct{}{}
 	log.Info("worker started")
 	go func() { // waiter
 		p.exitErr = cmd.Wait()
 		close(p.exited)
 		sup.Close()
+		closeChannels()
 		s.post(func() { s.exited(p) })
 	}()
 	go s.read(p)
 	go s.poll(p)
+	if notify != nil {
+		go s.readNotify(p, notify)
+	}
+	if node != nil {
+		go s.readNode(p, node)
+	}
+	if !s.cfg.waitReady() && !s.signals {
+		// PM2's default: online once started. (A program known to signal readiness is
+		// always waited for: see Config.WaitReady.)
+		p.readyOnce.Do(func() { close(p.ready) })
+		s.becameReady(p, readyStart)
+	}
 	return p, nil
 }
 
@@ -523,6 +610,7 @@ func (s *Supervisor) read(p *proc) {
 		if m.Type == ipc.TypeReady {
 			p.readyOnce.Do(func() { close(p.ready) })
 		}
+		// (the loop marks it online, message below)
 		s.post(func() { s.message(p, m) })
 	}
 }
@@ -539,14 +627,17 @@ func (s *Supervisor) poll(p *proc) {
 		}
 		// Start the silence clock before the request leaves, so that the answer always
 		// finds it started and stops it.
+		speaks := false
 		if !s.call(func() {
-			if p.askedAt.IsZero() {
+			if speaks = p.speaksIPC; speaks && p.askedAt.IsZero() {
 				p.askedAt = time.Now()
 			}
 		}) {
 			return
 		}
-		p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
+		if speaks { // a program that never spoke ipc is not asked (nor judged): it may not read it
+			p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
+		}
 		ticks, rss, err := procSample(p.pid)
 		if err != nil {
 			continue
@@ -560,13 +651,10 @@ func (s *Supervisor) poll(p *proc) {
 func (s *Supervisor) message(p *proc, m ipc.Msg) {
 	now := time.Now()
 	p.lastHeard, p.askedAt = now, time.Time{}
+	p.speaksIPC = true
 	switch m.Type {
 	case ipc.TypeReady:
-		if p.state == StateLaunching {
-			p.state, p.readyAt = StateOnline, now
-			p.prevReqAt = now
-			p.log.Info("worker online", zap.Duration("start", now.Sub(p.started)))
-		}
+		s.becameReady(p, readyIPC)
 	case ipc.TypeStats:
 		if !p.prevReqAt.IsZero() && m.Requests >= p.prevReq {
 			if dt := now.Sub(p.prevReqAt).Seconds(); dt > 0 {
@@ -654,6 +742,13 @@ func (s *Supervisor) check() {
 				silent = append(silent, p)
 			}
 		case p.state == StateLaunching && !p.candidate && now.Sub(p.startClock) > s.cfg.ListenTimeout.D():
+			if !s.signals {
+				// PM2's wait_ready: a program that says nothing is online after the wait.
+				p.log.Warn("worker said nothing within listen_timeout: online anyway", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
+				p.readyOnce.Do(func() { close(p.ready) })
+				s.becameReady(p, readyLate)
+				break
+			}
 			p.log.Error("worker not ready within listen_timeout: killing it", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
 			p.state = StateStopping
 			p.kill()
@@ -772,7 +867,17 @@ func (s *Supervisor) backoff(n int) time.Duration {
 // drain asks p to stop gracefully and arms its SIGKILL (loop only).
 func (s *Supervisor) drain(p *proc) {
 	p.state = StateStopping
-	go p.conn.Send(ipc.Msg{Type: ipc.TypeDrain}) // never block the loop on a stopped worker
+	switch {
+	case p.node != nil && s.cfg.ShutdownWithMessage:
+		go p.node.send(`"shutdown"`) // never block the loop on a stopped worker
+	case p.speaksIPC:
+		go p.conn.Send(ipc.Msg{Type: ipc.TypeDrain})
+	default:
+		sig, _ := parseSignal(s.cfg.KillSignal) // validated
+		if err := syscall.Kill(p.pid, sig); err != nil {
+			p.log.Warn("send kill_signal", zap.String("signal", s.cfg.KillSignal), zap.Error(err))
+		}
+	}
 	p.drainTimer = time.AfterFunc(s.cfg.KillTimeout.D(), func() {
 		select {
 		case <-p.exited:
@@ -963,6 +1068,12 @@ wait:
 				away = total
 				continue
 			}
+			strict := true
+			s.call(func() { strict = s.signals })
+			if !strict { // a program that never signals: PM2's reload goes on after the wait
+				np.log.Warn("new worker said nothing within listen_timeout: taking it as ready", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
+				break wait
+			}
 			return fail(fmt.Errorf("new worker (pid %d) not ready within listen_timeout %v", np.pid, s.cfg.ListenTimeout.D()))
 		case <-ctx.Done():
 			return fail(ctx.Err())
@@ -1138,6 +1249,9 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 		if s.steer != nil {
 			s.steer.Close()
 			s.steer = nil // the loop's last updateSteering must not touch it
+		}
+		if s.notifyDir != "" {
+			os.RemoveAll(s.notifyDir)
 		}
 	})
 	s.log.Info("cluster stopped")

@@ -1,0 +1,224 @@
+package main
+
+// Real programs that were not written for this project, supervised as a PM2 or systemd user
+// would run them: gunicorn with nothing but systemd's conventions (LISTEN_FDS with a
+// matching LISTEN_PID, READY=1 over NOTIFY_SOCKET), node:http on fd 3 silent and with
+// process.send('ready'), uvicorn --fd 3. `.ci/run` installs them from Debian; where one is
+// missing its case is skipped with a message.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
+)
+
+// need skips t unless every program is installed.
+func need(t *testing.T, programs ...string) {
+	t.Helper()
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed (Debian: .ci/run installs it)", p)
+		}
+	}
+}
+
+// fetch GETs url on a fresh connection and returns the status and body.
+func fetch(url string, timeout time.Duration) (int, string, error) {
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func TestRealPrograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real servers")
+	}
+	dir, err := filepath.Abs("testdata/programs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "instances: 2\nlisten_timeout: 5s\nstats_interval: 200ms\nheartbeat_timeout: 1s\nkill_timeout: 5s\n"
+	tests := []struct {
+		name    string
+		need    []string
+		command []string
+		config  string
+		readyBy string // how the workers said ready, as the log says; "start": they said nothing
+		// lossyReload: the program itself drops connections it accepted but had not read
+		// when its stop signal came, so a reload under load may fail a few requests (logged,
+		// not asserted; docs/supervisor.md says so).
+		lossyReload bool
+	}{
+		{"gunicorn, systemd's conventions only", []string{"gunicorn"},
+			[]string{"gunicorn", "--chdir", dir, "-w", "1", "wsgi:app"}, "wait_ready: true\n", "sd_notify", false},
+		{"node:http on fd 3, silent", []string{"node"},
+			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: false\n", "start", false},
+		{"node:http on fd 3, process.send('ready')", []string{"node"},
+			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: true\nenv: {SEND_READY: '1'}\n", "node ipc", false},
+		{"node:http, shutdown_with_message", []string{"node"},
+			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: true\nshutdown_with_message: true\nenv: {SEND_READY: '1'}\n", "node ipc", false},
+		{"uvicorn --fd 3, silent", []string{"uvicorn"},
+			[]string{"uvicorn", "--fd", "3", "--app-dir", dir, "asgi:app"}, "wait_ready: false\n", "start", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.need...)
+			c := startRun(t, base+tc.config, append([]string{"--"}, tc.command...)...)
+			st, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf(`"ready":%q`, tc.readyBy); !strings.Contains(c.logs.String(), want) {
+				t.Errorf("log lacks %s: the workers did not say ready as expected", want)
+			}
+			url := "http://" + st.Addr
+			pids := map[string]bool{}
+			for range 40 {
+				code, body, err := fetch(url+"/", 5*time.Second)
+				if err != nil || code != 200 {
+					t.Fatalf("GET /: %d %q %v", code, body, err)
+				}
+				pids[strings.TrimSpace(body)] = true
+			}
+			if len(pids) != 2 {
+				t.Errorf("40 fresh connections reached %d processes (%v), want 2", len(pids), pids)
+			}
+			// Past listen_timeout and heartbeat_timeout: nobody is killed for saying nothing.
+			time.Sleep(3 * time.Second)
+			now, _ := c.status()
+			if !slices.Equal(workerPIDs(now), workerPIDs(st)) {
+				t.Errorf("workers %v after 3 s, want the same %v", workerPIDs(now), workerPIDs(st))
+			}
+			for _, w := range now.Workers {
+				if w.Restarts != 0 || w.Status != "online" {
+					t.Errorf("worker %+v after 3 s: want online, no restart", w)
+				}
+			}
+			load := clustertest.StartLoad(url+"/", 4)
+			time.Sleep(300 * time.Millisecond)
+			if out, err := c.cmd("reload"); err != nil {
+				t.Errorf("reload: %v %s", err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if tc.lossyReload {
+				r := load.Stop()
+				t.Logf("reload under load: %d ok, %d failed (the program's own shutdown; first: %v)", r.OK, r.Failed, r.FirstErr)
+			} else {
+				load.Finish(t)
+			}
+			// A stop lets a request in flight finish.
+			slow := make(chan string, 1)
+			go func() {
+				code, body, err := fetch(url+"/slow", 10*time.Second)
+				slow <- fmt.Sprintf("%d %s %v", code, strings.TrimSpace(body), err)
+			}()
+			time.Sleep(300 * time.Millisecond)
+			if out, err := c.cmd("stop"); err != nil {
+				t.Fatalf("stop: %v %s", err, out)
+			}
+			if got := <-slow; !strings.HasPrefix(got, "200 pid ") {
+				t.Errorf("request in flight at stop: %s, want 200", got)
+			}
+		})
+	}
+}
+
+// TestProgramDyingAtStartErrors: a program that exits at once still goes errored after
+// max_restarts, whatever its readiness.
+func TestProgramDyingAtStartErrors(t *testing.T) {
+	need(t, "python3")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cfg, []byte("instances: 1\nmax_restarts: 2\nexp_backoff_restart_delay: 50ms\n"), 0o600)
+	c := &runningCluster{socket: filepath.Join(dir, "s.sock")}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0",
+			"--", "python3", "-c", "import sys; sys.exit(3)"}, func(string) string { return "" }, io.Discard, io.Discard)
+	}()
+	waitUntil(t, 20*time.Second, "slot errored", func() bool {
+		st, err := c.status()
+		return err == nil && len(st.Workers) == 1 && st.Workers[0].Status == "errored"
+	})
+	c.cmd("stop")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGunicornListenPID: gunicorn takes an inherited socket only when LISTEN_PID is its own
+// pid; Debian's systemd-socket-activate and the supervisor's shim both make it so, and
+// without it gunicorn ignores fd 3 and binds its default address instead.
+func TestGunicornListenPID(t *testing.T) {
+	need(t, "gunicorn", "systemd-socket-activate")
+	dir, _ := filepath.Abs("testdata/programs")
+	port := freePort(t)
+	cmd := exec.Command("systemd-socket-activate", "-l", "127.0.0.1:"+port, "gunicorn", "--chdir", dir, "-w", "1", "wsgi:app")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	waitUntil(t, 20*time.Second, "gunicorn under systemd-socket-activate answers", func() bool {
+		code, body, err := fetch("http://127.0.0.1:"+port+"/", 2*time.Second)
+		return err == nil && code == 200 && strings.HasPrefix(body, "pid ")
+	})
+	if strings.Contains(out.String(), "Listening at: http://127.0.0.1:8000") {
+		t.Errorf("gunicorn bound its default address under systemd-socket-activate:\n%s", &out)
+	}
+
+	// The same socket without LISTEN_PID: gunicorn leaves it and binds 127.0.0.1:8000 (it
+	// may fail to, if something holds that port; either way it does not take fd 3).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := ln.(*net.TCPListener).File()
+	ln.Close()
+	defer f.Close()
+	bare := exec.Command("gunicorn", "--chdir", dir, "-w", "1", "wsgi:app")
+	bare.ExtraFiles = []*os.File{f}
+	bare.Env = append(os.Environ(), "LISTEN_FDS=1")
+	var bout syncBuffer
+	bare.Stdout, bare.Stderr = &bout, &bout
+	if err := bare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { bare.Process.Signal(os.Interrupt); bare.Wait() }()
+	waitUntil(t, 20*time.Second, "gunicorn without LISTEN_PID says where it listens", func() bool {
+		return strings.Contains(bout.String(), "Listening at") || strings.Contains(bout.String(), "Connection in use")
+	})
+	if !strings.Contains(bout.String(), "127.0.0.1:8000") {
+		t.Errorf("gunicorn with LISTEN_FDS but no LISTEN_PID:\n%s\nwant it to ignore fd 3 and try 127.0.0.1:8000", &bout)
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}

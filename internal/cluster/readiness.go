@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// A worker may say it is ready in any of the ways programs already do, and the supervisor
+// listens on all of them:
+//   - our ipc channel ("ready", internal/ipc), at ONEHOST_IPC_FD;
+//   - systemd's notify protocol: READY=1 in a datagram to the socket NOTIFY_SOCKET names,
+//     one socket per worker (gunicorn, Puma, Caddy, anything built on sd_notify);
+//   - Node's IPC channel, for Node programs only: process.send('ready') arrives as the JSON
+//     line "ready" on the fd NODE_CHANNEL_FD names (what PM2's wait_ready listens for).
+//
+// Readiness sources, for the log.
+const (
+	readyIPC    = "ipc"
+	readyNotify = "sd_notify"
+	readyNode   = "node ipc"
+	readyStart  = "start"    // wait_ready false and the program not known to signal
+	readyLate   = "deadline" // wait_ready true, nothing said within listen_timeout
+)
+
+// notifySocket is the datagram socket a worker sends sd_notify messages to.
+type notifySocket struct {
+	conn *net.UnixConn
+	path string
+}
+
+// openNotify creates the worker's notify socket in dir.
+func openNotify(dir string, slot int, seq uint64) (*notifySocket, error) {
+	path := filepath.Join(dir, fmt.Sprintf("w%d-%d", slot, seq))
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("create notify socket: %w", err)
+	}
+	return &notifySocket{conn: c, path: path}, nil
+}
+
+func (n *notifySocket) Close() {
+	n.conn.Close()
+	os.Remove(n.path)
+}
+
+// notifyMsg is what one sd_notify datagram said that the supervisor acts on.
+type notifyMsg struct {
+	ready, stopping, reloading, watchdog bool
+	status                               string
+	hasStatus                            bool
+	extend                               time.Duration // EXTEND_TIMEOUT_USEC
+	mainPID                              int
+}
+
+// parseNotify reads one sd_notify datagram: newline-separated VARIABLE=VALUE assignments;
+// unknown variables and malformed lines are ignored, as systemd does.
+func parseNotify(b []byte) notifyMsg {
+	var m notifyMsg
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := strings.Cut(string(line), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "READY":
+			m.ready = v == "1"
+		case "STOPPING":
+			m.stopping = v == "1"
+		case "RELOADING":
+			m.reloading = v == "1"
+		case "WATCHDOG":
+			m.watchdog = v == "1"
+		case "STATUS":
+			m.status, m.hasStatus = v, true
+		case "EXTEND_TIMEOUT_USEC":
+			if us, err := strconv.ParseUint(v, 10, 63); err == nil {
+				m.extend = time.Duration(us) * time.Microsecond
+			}
+		case "MAINPID":
+			m.mainPID, _ = strconv.Atoi(v)
+		}
+	}
+	return m
+}
+
+// readNotify forwards a worker's sd_notify messages to the loop until its socket closes.
+func (s *Supervisor) readNotify(p *proc, n *notifySocket) {
+	b := make([]byte, 4096)
+	for {
+		k, err := n.conn.Read(b)
+		if err != nil {
+			return
+		}
+		m := parseNotify(b[:k])
+		if m.ready {
+			p.readyOnce.Do(func() { close(p.ready) })
+		}
+		s.post(func() { s.notified(p, m) })
+	}
+}
+
+// notified acts on an sd_notify message (loop only).
+func (s *Supervisor) notified(p *proc, m notifyMsg) {
+	now := time.Now()
+	if m.ready {
+		s.becameReady(p, readyNotify)
+	}
+	if m.watchdog {
+		p.lastHeard = now
+	}
+	if m.hasStatus && m.status != p.statusText {
+		p.statusText = m.status
+		p.log.Info("worker status", zap.String("status", m.status))
+	}
+	if m.extend > 0 && p.state == StateLaunching {
+		// The program asks for more time to start: the deadline is now + extend at the
+		// earliest, as systemd's EXTEND_TIMEOUT_USEC.
+		if at := now.Add(m.extend).Add(-s.cfg.ListenTimeout.D()); at.After(p.startClock) {
+			p.startClock = at
+		}
+	}
+	if m.stopping {
+		p.log.Info("worker says it is stopping")
+	}
+	if m.reloading {
+		p.log.Info("worker says it is reloading")
+	}
+	if m.mainPID != 0 && m.mainPID != p.pid {
+		p.log.Warn("worker sent MAINPID: ignored, the supervisor watches the process it started", zap.Int("mainpid", m.mainPID))
+	}
+}
+
+// becameReady records a readiness signal (loop only): the worker is online, and the
+// program is known to signal, so its later generations are waited for strictly.
+func (s *Supervisor) becameReady(p *proc, how string) {
+	if how != readyStart && how != readyLate {
+		s.signals = true
+	}
+	if p.state != StateLaunching {
+		return
+	}
+	now := time.Now()
+	p.state, p.readyAt, p.prevReqAt = StateOnline, now, now
+	p.log.Info("worker online", zap.Duration("start", now.Sub(p.started)), zap.String("ready", how))
+}
+
+// isNode reports whether a program is Node, which alone gets a Node IPC channel: set for
+// another program, NODE_CHANNEL_FD leaks into its children and breaks the Node programs
+// they start.
+func isNode(program string) bool {
+	b := filepath.Base(program)
+	return b == "node" || b == "nodejs"
+}
+
+// nodeChannel is the supervisor's end of a Node program's IPC channel (a unix stream
+// socketpair; Node's "json" serialization: one JSON value per line).
+type nodeChannel struct {
+	f *os.File // ours
+}
+
+// newNodeChannel returns our end and the child's.
+func newNodeChannel() (*nodeChannel, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create node ipc channel: %w", err)
+	}
+	return &nodeChannel{f: os.NewFile(uintptr(fds[0]), "node-ipc")}, os.NewFile(uintptr(fds[1]), "node-ipc-child"), nil
+}
+
+// send writes one message (a JSON value) to the Node program: process.on('message') gets it.
+func (c *nodeChannel) send(jsonValue string) error {
+	_, err := c.f.Write([]byte(jsonValue + "\n"))
+	return err
+}
+
+// readNode forwards "ready" from a Node program's process.send to the loop until the
+// channel closes. Other messages (Node's own, the program's) are ignored.
+func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
+	sc := bufio.NewScanner(c.f)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		if bytes.Equal(bytes.TrimSpace(sc.Bytes()), []byte(`"ready"`)) {
+			p.readyOnce.Do(func() { close(p.ready) })
+			s.post(func() { s.becameReady(p, readyNode) })
+		}
+	}
+}
+
+// parseSignal reads a signal name as PM2 and systemd write it: SIGTERM, TERM, sigint.
+func parseSignal(name string) (syscall.Signal, error) {
+	n := strings.ToUpper(strings.TrimSpace(name))
+	n = strings.TrimPrefix(n, "SIG")
+	if sig := unix.SignalNum("SIG" + n); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("%q is not a signal name", name)
+}
