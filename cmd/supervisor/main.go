@@ -4,14 +4,16 @@
 //
 // Usage:
 //
-//	supervisor run [-config FILE] [-instances max|-1|N] [-listen HOST:PORT] [-socket PATH] [-- COMMAND [ARGS...]]
+//	supervisor run [-config FILE [-env NAME]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-- COMMAND [ARGS...]]
 //	supervisor status [-json] [-socket PATH]
 //	supervisor reload [-socket PATH]
 //	supervisor scale N|+N|-N [-socket PATH]
 //	supervisor stop [-socket PATH]
 //
-// `run` stays in the foreground (fit for systemd). Without a command it runs the `worker`
-// binary beside its own executable; its environment passes to the workers. The other
+// `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
+// the `worker` binary beside its own executable; its environment passes to the workers.
+// Any program that takes a socket at fd 3 runs too (gunicorn, node:http, uvicorn --fd 3),
+// ready when it says so over our ipc, sd_notify or Node's process.send. The other
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
 // (`curl --unix-socket PATH http://x/status`).
 //
@@ -34,8 +36,10 @@ func main() {
 }
 
 const usage = `usage:
-  supervisor run [-config FILE] [-instances max|-1|N] [-listen HOST:PORT] [-socket PATH]
-                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+  supervisor run [-config FILE [-env NAME]] [-instances max|-1|N] [-listen HOST:PORT]
+                 [-steering auto|hash|round-robin] [-socket PATH] [-log-file PATH]
+                 [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+                 (FILE: our YAML, or a PM2 ecosystem file in JSON or YAML)
   supervisor status [-json] [-socket PATH]
   supervisor reload [-socket PATH]
   supervisor scale N|+N|-N [-socket PATH]

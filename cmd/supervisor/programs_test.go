@@ -222,3 +222,67 @@ func freePort(t *testing.T) string {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
 }
+
+// TestEcosystemFile: a PM2 user's ecosystem file runs as is: the node app, two instances,
+// env_production merged over env with -env production, wait_ready with process.send.
+func TestEcosystemFile(t *testing.T) {
+	need(t, "node")
+	dir, _ := filepath.Abs("testdata/programs")
+	tmp := t.TempDir()
+	eco := filepath.Join(tmp, "ecosystem.config.json")
+	os.WriteFile(eco, []byte(fmt.Sprintf(`{
+  "apps": [{
+    "name": "api",
+    "script": "server.js",
+    "cwd": %q,
+    "instances": 2,
+    "exec_mode": "cluster",
+    "wait_ready": true,
+    "listen_timeout": 5000,
+    "kill_timeout": 3000,
+    "env": {"SEND_READY": "0"},
+    "env_production": {"SEND_READY": "1"}
+  }]
+}`, dir)), 0o600)
+	c := &runningCluster{socket: filepath.Join(tmp, "s.sock")}
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"run", "-config", eco, "-env", "production", "-socket", c.socket, "-listen", "127.0.0.1:0"},
+			func(string) string { return "" }, io.Discard, logs)
+	}()
+	var st statusReply
+	waitUntil(t, 20*time.Second, "both instances online", func() bool {
+		var err error
+		st, err = c.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	if !strings.Contains(logs.String(), `"ready":"node ipc"`) || !strings.Contains(logs.String(), `"app":"api"`) {
+		t.Errorf("want the app's name in the log and readiness from process.send (env_production): \n%s", logs)
+	}
+	if code, body, err := fetch("http://"+st.Addr+"/", 5*time.Second); err != nil || code != 200 {
+		t.Errorf("GET: %d %q %v", code, body, err)
+	}
+	c.cmd("stop")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// -env without an ecosystem file, and a .config.js, are refused with what to do.
+	y := filepath.Join(tmp, "cluster.yaml")
+	os.WriteFile(y, []byte("instances: 1\n"), 0o600)
+	js := filepath.Join(tmp, "ecosystem.config.js")
+	os.WriteFile(js, []byte("module.exports = {apps: []}"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-config", y, "-env", "production"}, "applies to a PM2 ecosystem file"},
+		{[]string{"run", "-config", js}, "cannot be evaluated here"},
+	} {
+		err := run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run %q = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -56,7 +56,8 @@ type errorReply struct {
 func runCluster(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists)")
+	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists), or a PM2 ecosystem file (JSON or YAML with apps: [...])")
+	envName := fs.String("env", "", "with an ecosystem file: merge the app's env_NAME over its env (pm2 start --env NAME)")
 	instances := fs.String("instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	listen := fs.String("listen", "", "HOST:PORT to serve; overrides the config")
 	steer := fs.String("steering", "", "auto, hash or round-robin: which worker gets each new connection; overrides the config")
@@ -74,7 +75,20 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			path = defaultConfig
 		}
 	}
-	if path != "" {
+	var eco cluster.Ecosystem
+	switch {
+	case path != "" && cluster.IsEcosystem(path):
+		c, e, err := cluster.LoadEcosystem(path, *envName)
+		if err != nil {
+			return err
+		}
+		cfg, eco = c, e
+		if *logPath == "" {
+			*logPath = e.LogFile
+		}
+	case *envName != "":
+		return fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", *envName, path)
+	case path != "":
 		c, err := cluster.LoadConfig(path)
 		if err != nil {
 			return err
@@ -128,6 +142,9 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		sink = lf
 	}
 	log := zap.New(zapcore.NewCore(enc, sink, level))
+	if eco.Name != "" {
+		log = log.With(zap.String("app", eco.Name))
+	}
 	defer log.Sync()
 
 	if err := checkSocketPath(*socket); err != nil {

@@ -30,6 +30,9 @@ type Config struct {
 	// Command is the worker program and its arguments. Empty: the caller decides (the
 	// supervisor command runs the worker binary beside itself).
 	Command []string `yaml:"command"`
+	// Cwd is the workers' working directory (PM2's cwd). Default: Options.Dir, else the
+	// supervisor's.
+	Cwd string `yaml:"cwd"`
 	// Env is added to the environment every worker gets (after the supervisor's own).
 	Env map[string]string `yaml:"env"`
 	// SelfBind makes each worker bind Listen itself (HOST and PORT in its environment, ipc

@@ -171,6 +171,11 @@ func New(cfg Config, opt Options) (*Supervisor, error) {
 	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
 	}
+	if cfg.Cwd != "" {
+		if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("cwd: %q is not a directory the workers can start in", cfg.Cwd)
+		}
+	}
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
@@ -475,6 +480,9 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = s.cfg.KillTimeout.D()
 	cmd.Dir = s.opt.Dir
+	if s.cfg.Cwd != "" {
+		cmd.Dir = s.cfg.Cwd
+	}
 	// Its own process group, so that SIGKILL after kill_timeout reaches the children it
 	// forked too (gunicorn's, for one), and a terminal's ^C reaches the supervisor alone,
 	// which stops its workers in order.

@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Ecosystem is what a PM2 ecosystem file says beyond Config.
+type Ecosystem struct {
+	Name    string // the app's name
+	LogFile string // out_file / error_file / log_file, all one file; "" if none given
+}
+
+// ecosystemFields maps the PM2 app fields this supervisor understands to the Config field
+// (its YAML name) they become; "" for those handled by hand.
+var ecosystemFields = map[string]string{
+	"name": "", "script": "", "args": "", "interpreter": "", "exec_mode": "", "cwd": "cwd",
+	"instances": "instances", "env": "", "wait_ready": "wait_ready", "listen_timeout": "listen_timeout",
+	"kill_timeout": "kill_timeout", "kill_signal": "kill_signal", "shutdown_with_message": "shutdown_with_message",
+	"max_memory_restart": "max_memory_restart", "min_uptime": "min_uptime", "max_restarts": "max_restarts",
+	"restart_delay": "restart_delay", "exp_backoff_restart_delay": "exp_backoff_restart_delay",
+	"merge_logs": "", "out_file": "", "error_file": "", "log_file": "",
+}
+
+// IsEcosystem reports whether path names a PM2 ecosystem file rather than our YAML: a
+// JavaScript file, or a document whose top level has `apps`.
+func IsEcosystem(path string) bool {
+	switch filepath.Ext(path) {
+	case ".js", ".cjs", ".mjs":
+		return true
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]yaml.Node
+	return yaml.Unmarshal(b, &top) == nil && top["apps"].Kind != 0
+}
+
+// LoadEcosystem reads a PM2 ecosystem file (.json or .yaml/.yml; JSON is YAML) with one app
+// in `apps`, merges `env_NAME` over `env` when envName is given (pm2 start --env NAME), and
+// returns the cluster's Config. A field this supervisor does not support is an error that
+// names it, never ignored; a .config.js file cannot be evaluated here, and the error says
+// how to turn it into JSON.
+func LoadEcosystem(path, envName string) (Config, Ecosystem, error) {
+	switch filepath.Ext(path) {
+	case ".js", ".cjs", ".mjs":
+		return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: a JavaScript file cannot be evaluated here; write it out as JSON once, with Node:\n"+
+			"  node -e 'console.log(JSON.stringify(require(%q), null, 2))' > ecosystem.config.json\n"+
+			"and run with -config ecosystem.config.json ({\"apps\": [{\"name\": ..., \"script\": ..., \"instances\": ...}]})", path, mustAbs(path))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("open ecosystem file: %w", err)
+	}
+	defer f.Close()
+	c, e, err := ParseEcosystem(f, envName)
+	if err != nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: %w", path, err)
+	}
+	return c, e, nil
+}
+
+func mustAbs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// ParseEcosystem reads an ecosystem document (see LoadEcosystem).
+func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("read: %w", err)
+	}
+	var doc struct {
+		Apps []yaml.Node `yaml:"apps"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, Ecosystem{}, fmt.Errorf("decode: %w (only `apps` is read at the top level)", err)
+	}
+	switch len(doc.Apps) {
+	case 0:
+		return Config{}, Ecosystem{}, errors.New("apps: no app given")
+	case 1:
+	default:
+		return Config{}, Ecosystem{}, fmt.Errorf("apps: %d apps: a supervisor runs one; start one `supervisor run -config FILE` per app, each file with one", len(doc.Apps))
+	}
+	app := doc.Apps[0]
+	if app.Kind != yaml.MappingNode {
+		return Config{}, Ecosystem{}, errors.New("apps[0]: not an object")
+	}
+	// Our own document, field by field, then decoded and validated as any config.
+	ours := &yaml.Node{Kind: yaml.MappingNode}
+	put := func(k string, v *yaml.Node) { ours.Content = append(ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v) }
+	var e Ecosystem
+	var script, interpreter string
+	var args []string
+	var env, envSel *yaml.Node
+	var logs []string
+	mergeLogs := true
+	for i := 0; i+1 < len(app.Content); i += 2 {
+		k, v := app.Content[i].Value, app.Content[i+1]
+		if strings.HasPrefix(k, "env_") {
+			if k == "env_"+envName {
+				envSel = v
+			}
+			continue
+		}
+		ourName, known := ecosystemFields[k]
+		if !known {
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].%s: not supported by this supervisor (supported: %s, env_NAME)", k, supportedFields())
+		}
+		if ourName != "" {
+			put(ourName, v)
+			continue
+		}
+		var err error
+		switch k {
+		case "name":
+			err = v.Decode(&e.Name)
+		case "script":
+			err = v.Decode(&script)
+		case "interpreter":
+			err = v.Decode(&interpreter)
+		case "args":
+			if v.Kind == yaml.SequenceNode {
+				err = v.Decode(&args)
+			} else {
+				var s string
+				if err = v.Decode(&s); err == nil {
+					args = strings.Fields(s) // PM2 splits a string on spaces too
+				}
+			}
+		case "exec_mode":
+			var m string
+			if err = v.Decode(&m); err == nil && m != "cluster" && m != "cluster_mode" {
+				err = fmt.Errorf("%q: this supervisor runs clusters (every instance on the shared port); for one process set instances: 1", m)
+			}
+		case "env":
+			env = v
+		case "merge_logs":
+			err = v.Decode(&mergeLogs)
+		case "out_file", "error_file", "log_file":
+			var p string
+			if err = v.Decode(&p); err == nil && p != "" {
+				logs = append(logs, p)
+			}
+		}
+		if err != nil {
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].%s: %w", k, err)
+		}
+	}
+	if envName != "" && envSel == nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("env %q: the app has no env_%s", envName, envName)
+	}
+	if script == "" {
+		return Config{}, Ecosystem{}, errors.New("apps[0].script: missing: the program to run")
+	}
+	if env != nil || envSel != nil {
+		merged := map[string]string{}
+		for _, n := range []*yaml.Node{env, envSel} {
+			if n == nil {
+				continue
+			}
+			var m map[string]string
+			if err := n.Decode(&m); err != nil {
+				return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env: %w", err)
+			}
+			for k, v := range m {
+				merged[k] = v
+			}
+		}
+		var n yaml.Node
+		if err := n.Encode(merged); err != nil {
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env: %w", err)
+		}
+		put("env", &n)
+	}
+	if len(logs) > 0 {
+		slices.Sort(logs)
+		if logs = slices.Compact(logs); len(logs) > 1 {
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].out_file, error_file: %v: the workers' stdout and stderr go to one log here; give them one path", logs)
+		}
+		if !mergeLogs {
+			return Config{}, Ecosystem{}, errors.New("apps[0].merge_logs: false: one file per instance is -log-dir DIR here (worker-SLOT.log); set merge_logs: true for one file")
+		}
+		e.LogFile = logs[0]
+	}
+	var command []string
+	switch {
+	case interpreter == "none":
+		command = []string{script}
+	case interpreter != "":
+		command = []string{interpreter, script}
+	default:
+		switch filepath.Ext(script) { // PM2 picks the interpreter by extension
+		case ".js", ".cjs", ".mjs":
+			command = []string{"node", script}
+		case ".py":
+			command = []string{"python3", script}
+		default:
+			command = []string{script}
+		}
+	}
+	var cmdNode yaml.Node
+	if err := cmdNode.Encode(append(command, args...)); err != nil {
+		return Config{}, Ecosystem{}, err
+	}
+	put("command", &cmdNode)
+	var c Config
+	if err := ours.Decode(&c); err != nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("apps[0]: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, Ecosystem{}, fmt.Errorf("apps[0]: %w", err)
+	}
+	return c, e, nil
+}
+
+func supportedFields() string {
+	var names []string
+	for k := range ecosystemFields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseEcosystem(t *testing.T) {
+	const full = `{
+  "apps": [{
+    "name": "api",
+    "script": "server.js",
+    "args": "--port 3000 --verbose",
+    "instances": "max",
+    "exec_mode": "cluster",
+    "wait_ready": true,
+    "listen_timeout": 3000,
+    "kill_timeout": 1600,
+    "max_memory_restart": "300M",
+    "min_uptime": "2s",
+    "max_restarts": 10,
+    "exp_backoff_restart_delay": 100,
+    "merge_logs": true,
+    "out_file": "/var/log/api.log",
+    "error_file": "/var/log/api.log",
+    "env": {"NODE_ENV": "development", "PORT": "3000"},
+    "env_production": {"NODE_ENV": "production"}
+  }]
+}`
+	c, e, err := ParseEcosystem(strings.NewReader(full), "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Command, []string{"node", "server.js", "--port", "3000", "--verbose"}) {
+		t.Errorf("command %q", c.Command)
+	}
+	if c.Instances != InstancesMax || !c.waitReady() || c.ListenTimeout.D() != 3*time.Second ||
+		c.KillTimeout.D() != 1600*time.Millisecond || c.MaxMemoryRestart != 300<<20 ||
+		c.MinUptime.D() != 2*time.Second || c.MaxRestarts != 10 || c.ExpBackoffRestartDelay.D() != 100*time.Millisecond {
+		t.Errorf("config %+v", c)
+	}
+	if c.Env["NODE_ENV"] != "production" || c.Env["PORT"] != "3000" {
+		t.Errorf("env %v: want env_production merged over env", c.Env)
+	}
+	if e.Name != "api" || e.LogFile != "/var/log/api.log" {
+		t.Errorf("ecosystem %+v", e)
+	}
+
+	tests := []struct {
+		name, doc, env string
+		want           string // error substring; "" for none
+		command        []string
+	}{
+		{"yaml", "apps:\n  - name: w\n    script: ./worker\n    instances: 2\n", "", "", []string{"./worker"}},
+		{"python by extension", `{"apps":[{"script":"app.py"}]}`, "", "", []string{"python3", "app.py"}},
+		{"interpreter", `{"apps":[{"script":"app.rb","interpreter":"ruby","args":["-w"]}]}`, "", "", []string{"ruby", "app.rb", "-w"}},
+		{"interpreter none", `{"apps":[{"script":"./bin/app","interpreter":"none"}]}`, "", "", []string{"./bin/app"}},
+		{"unsupported field", `{"apps":[{"script":"a.js","cron_restart":"0 * * * *"}]}`, "", "apps[0].cron_restart: not supported by this supervisor (supported: args, cwd,", nil},
+		{"two apps", `{"apps":[{"script":"a.js"},{"script":"b.js"}]}`, "", "2 apps: a supervisor runs one", nil},
+		{"no apps", `{"apps":[]}`, "", "no app given", nil},
+		{"fork mode", `{"apps":[{"script":"a.js","exec_mode":"fork"}]}`, "", `apps[0].exec_mode: "fork": this supervisor runs clusters`, nil},
+		{"no script", `{"apps":[{"name":"x"}]}`, "", "apps[0].script: missing", nil},
+		{"missing env", `{"apps":[{"script":"a.js"}]}`, "staging", `env "staging": the app has no env_staging`, nil},
+		{"split logs", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"e.log"}]}`, "", "give them one path", nil},
+		{"per-instance logs", `{"apps":[{"script":"a.js","out_file":"o.log","merge_logs":false}]}`, "", "-log-dir DIR", nil},
+		{"bad value", `{"apps":[{"script":"a.js","instances":"lots"}]}`, "", `instances: "lots" is out of range`, nil},
+		{"other top-level key", `{"apps":[{"script":"a.js"}],"deploy":{}}`, "", "only `apps` is read", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := ParseEcosystem(strings.NewReader(tc.doc), tc.env)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.Command, tc.command) {
+				t.Errorf("command %q, want %q", c.Command, tc.command)
+			}
+		})
+	}
+}
+
+func TestLoadEcosystemJavaScript(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ecosystem.config.js")
+	os.WriteFile(p, []byte("module.exports = {apps: [{script: 'a.js'}]}"), 0o600)
+	if !IsEcosystem(p) {
+		t.Error("IsEcosystem(.config.js) = false")
+	}
+	_, _, err := LoadEcosystem(p, "")
+	if err == nil || !strings.Contains(err.Error(), "cannot be evaluated") || !strings.Contains(err.Error(), "JSON.stringify(require(") {
+		t.Fatalf("LoadEcosystem(.js) = %v, want the way to JSON", err)
+	}
+	y := filepath.Join(t.TempDir(), "cluster.yaml")
+	os.WriteFile(y, []byte("instances: 2\n"), 0o600)
+	if IsEcosystem(y) {
+		t.Error("IsEcosystem(our YAML) = true")
+	}
+}
+
+func FuzzParseEcosystem(f *testing.F) {
+	f.Add(`{"apps":[{"script":"a.js","instances":2,"env":{"A":"1"},"env_prod":{"A":"2"}}]}`, "prod")
+	f.Add("apps:\n  - script: x\n    args: [a, b]\n", "")
+	f.Add(`{"apps":[{"script":"a.js","out_file":"o","error_file":"o"}]}`, "")
+	f.Fuzz(func(t *testing.T, doc, env string) {
+		c, _, err := ParseEcosystem(strings.NewReader(doc), env)
+		if err != nil {
+			return
+		}
+		if len(c.Command) == 0 || c.Command[0] == "" {
+			t.Fatalf("accepted %q with command %q", doc, c.Command)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted %q that does not validate: %v", doc, err)
+		}
+	})
+}
