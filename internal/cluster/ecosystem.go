@@ -103,7 +103,9 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 	}
 	// Our own document, field by field, then decoded and validated as any config.
 	ours := &yaml.Node{Kind: yaml.MappingNode}
-	put := func(k string, v *yaml.Node) { ours.Content = append(ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v) }
+	put := func(k string, v *yaml.Node) {
+		ours.Content = append(ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
+	}
 	var e Ecosystem
 	var script, interpreter string
 	var args []string
