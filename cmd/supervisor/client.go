@@ -131,10 +131,13 @@ func printTable(w io.Writer, st statusReply) {
 			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections, health, writes)
 	}
 	tw.Flush()
-	// Why a worker is unhealthy does not fit a column.
+	// Why a worker is unhealthy, and what it says of itself, do not fit a column.
 	for _, r := range st.Workers {
 		if r.Health == cluster.HealthUnhealthy {
 			fmt.Fprintf(w, "worker %d unhealthy: %s\n", r.ID, r.HealthError)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "worker %d says: %s\n", r.ID, r.Note)
 		}
 	}
 }

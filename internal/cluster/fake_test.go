@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 
 // fakeWorker is a tiny worker: net/http on fd 3, ipc on fd 4. Its behaviour comes from
 // FAKE_MODE (or the file FAKE_MODE_FILE names, read at start): "ok", "notready" (never
-// says ready), "crash:MS" (exits 3 after MS ms), "alloc:MB" (holds MB of touched memory).
+// says ready), "sdnotify" (says READY=1 over NOTIFY_SOCKET instead), "crash:MS" (exits 3
+// after MS ms), "alloc:MB" (holds MB of touched memory).
 func fakeWorker() {
 	mode := os.Getenv("FAKE_MODE")
 	if p := os.Getenv("FAKE_MODE_FILE"); p != "" {
@@ -100,7 +101,14 @@ func fakeWorker() {
 		}
 	}
 	fmt.Fprintln(os.Stderr, "fake worker up, mode", mode)
-	if mode != "notready" {
+	switch mode {
+	case "notready":
+	case "sdnotify": // ready as a systemd service says it, and nothing over our ipc
+		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
+			c.Write([]byte("READY=1\nSTATUS=fake serving\nX_UNKNOWN=1"))
+			c.Close()
+		}
+	default:
 		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
 	}
 	conn.Serve(context.Background(), func() ipc.Msg {

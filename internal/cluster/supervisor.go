@@ -94,6 +94,9 @@ type WorkerStatus struct {
 	// worker: "owner" for the one that commits every worker's writes, "follower"), or ""
 	// when it reports none. Shown, not acted on.
 	Writes string `json:"writes,omitempty"`
+	// Note is the worker's own one-line status, as it last sent it with sd_notify's
+	// STATUS= ("" when it sends none).
+	Note string `json:"note,omitempty"`
 }
 
 // Worker health values (WorkerStatus.Health).
@@ -942,6 +945,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes = p.writes
+				r.Note = p.statusText
 			}
 			rows = append(rows, r)
 		}

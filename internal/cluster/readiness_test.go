@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseNotify(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want notifyMsg
+	}{
+		{"ready with status", "READY=1\nSTATUS=booted", notifyMsg{ready: true, status: "booted", hasStatus: true}},
+		{"watchdog", "WATCHDOG=1", notifyMsg{watchdog: true}},
+		{"stopping, reloading", "STOPPING=1\nRELOADING=1\nMONOTONIC_USEC=123", notifyMsg{stopping: true, reloading: true}},
+		{"extend", "EXTEND_TIMEOUT_USEC=2500000", notifyMsg{extend: 2500 * time.Millisecond}},
+		{"mainpid", "MAINPID=42", notifyMsg{mainPID: 42}},
+		{"unknown and malformed ignored", "X_FOO=1\ngarbage\nREADY=0\n\n", notifyMsg{}},
+		{"empty status", "STATUS=", notifyMsg{hasStatus: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parseNotify([]byte(tc.in)); got != tc.want {
+				t.Errorf("parseNotify(%q) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseNotify(f *testing.F) {
+	f.Add("READY=1\nSTATUS=x\nEXTEND_TIMEOUT_USEC=99999999999999999999")
+	f.Fuzz(func(t *testing.T, in string) {
+		m := parseNotify([]byte(in))
+		if m.extend < 0 {
+			t.Fatalf("negative extension from %q", in)
+		}
+	})
+}
+
+// TestSdNotifyReadiness: a worker that says READY=1 over its notify socket (and nothing
+// over our ipc) is online by it; its STATUS= shows in Status; it is not asked for
+// counters, so never judged silent.
+func TestSdNotifyReadiness(t *testing.T) {
+	t.Parallel()
+	s, logs := startClusterOpts(t, Config{Instances: 2, StatsInterval: Duration(100 * time.Millisecond),
+		HeartbeatTimeout: Duration(300 * time.Millisecond)}, Options{}, "FAKE_MODE=sdnotify")
+	if !strings.Contains(logs.String(), `"ready": "sd_notify"`) {
+		t.Errorf("not online through sd_notify:\n%s", logs)
+	}
+	before := pids(s)
+	time.Sleep(800 * time.Millisecond) // past the heartbeat timeout
+	for i, r := range s.Status() {
+		if r.Note != "fake serving" {
+			t.Errorf("worker %d note %q, want its STATUS=", i, r.Note)
+		}
+		if r.PID != before[i] || r.Restarts != 0 {
+			t.Errorf("worker %d replaced: %+v", i, r)
+		}
+	}
+}
