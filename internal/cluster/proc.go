@@ -38,12 +38,16 @@ type proc struct {
 	exited    chan struct{} // closed after Wait returned
 	exitErr   error         // set before exited is closed
 
+	// socket is the listening socket a reload's new worker was started on, its own until
+	// promotion makes it the slot's (separateGenerations); nil for a worker on the slot's.
+	socket *os.File
 	notify *notifySocket // its sd_notify socket; nil if none could be made
 	node   *nodeChannel  // its Node IPC channel; nil unless the program is Node
 
 	// loop-owned
-	speaksIPC     bool   // it has sent an ipc message: it is asked for stats and judged by them
-	statusText    string // its last sd_notify STATUS=
+	retired       *os.File // the slot's previous socket, closed when this (old) worker exits
+	speaksIPC     bool     // it has sent an ipc message: it is asked for stats and judged by them
+	statusText    string   // its last sd_notify STATUS=
 	state         string
 	candidate     bool // started by a reload and not yet promoted
 	readyAt       time.Time

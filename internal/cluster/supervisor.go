@@ -453,7 +453,7 @@ func (s *Supervisor) post(f func()) {
 // launch starts a worker as the slot's current one (loop only). A failure to start counts
 // as a crash.
 func (s *Supervisor) launch(sl *slot) {
-	p, err := s.spawn(sl)
+	p, err := s.spawn(sl, false)
 	if err != nil {
 		s.log.Error("start worker", zap.Int("slot", sl.id), zap.Error(err))
 		s.crashed(sl, 0)
@@ -463,15 +463,33 @@ func (s *Supervisor) launch(sl *slot) {
 }
 
 // spawn starts a worker process on the slot's socket (loop only), reopening the socket if
-// the slot had closed it.
-func (s *Supervisor) spawn(sl *slot) (*proc, error) {
-	if sl.file == nil && !s.cfg.SelfBind {
+// the slot had closed it; with fresh, on a socket of its own that the slot takes over when
+// the worker is promoted (a reload's new generation, see separateGenerations).
+func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
+	sock := sl.file
+	switch {
+	case s.cfg.SelfBind:
+		sock = nil
+	case fresh:
+		f, _, err := listen(s.addr)
+		if err != nil {
+			return nil, err
+		}
+		sock = f
+	case sl.file == nil:
 		if err := s.openSocket(sl); err != nil {
 			return nil, err
+		}
+		sock = sl.file
+	}
+	closeFresh := func() {
+		if fresh && sock != nil {
+			sock.Close()
 		}
 	}
 	sup, child, err := ipc.Pair()
 	if err != nil {
+		closeFresh()
 		return nil, err
 	}
 	defer child.Close() // the worker has its copy after Start
@@ -503,7 +521,7 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		cmd.ExtraFiles = []*os.File{child}
 		env = append(env, ipc.EnvListenFDs+"=", "LISTEN_FDNAMES=", "LISTEN_PID=", "HOST="+host, "PORT="+port)
 	} else {
-		cmd.ExtraFiles = []*os.File{sl.file, child}
+		cmd.ExtraFiles = []*os.File{sock, child}
 		env = append(env, ipc.EnvListenFDs+"=1", "LISTEN_FDNAMES=http")
 		if len(s.opt.ListenPIDShim) == 0 {
 			env = append(env, "LISTEN_PID=")
@@ -515,6 +533,7 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		nc, childEnd, err := newNodeChannel()
 		if err != nil {
 			sup.Close()
+			closeFresh()
 			return nil, err
 		}
 		defer childEnd.Close()
@@ -548,12 +567,14 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 			notify.Close()
 		}
 	}
+
 	// Our own pipe rather than an io.Writer: exec's copy goroutine would make Wait wait for
 	// every holder of the pipe, and we want the pid in the log fields.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		sup.Close()
 		closeChannels()
+		closeFresh()
 		return nil, fmt.Errorf("create output pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -563,6 +584,7 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 		pr.Close()
 		sup.Close()
 		closeChannels()
+		closeFresh()
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
 	}
 	log := s.log.With(zap.Int("slot", sl.id), zap.Int("pid", cmd.Process.Pid))
@@ -577,6 +599,9 @@ func (s *Supervisor) spawn(sl *slot) (*proc, error) {
 	p := &proc{slot: sl.id, pid: pid, started: now, startClock: now, stallsAtStart: stalls, conn: sup, log: log,
 		notify: notify, node: node,
 		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
+	if fresh {
+		p.socket = sock
+	}
 	p.kill = func() {
 		select {
 		case <-p.exited: // its pid, and so its group's id, may be someone else's now
@@ -790,6 +815,15 @@ func (s *Supervisor) check() {
 // exited handles the end of a process (loop only).
 func (s *Supervisor) exited(p *proc) {
 	delete(s.procs, p)
+	// Its sockets: the slot's previous one, retired by a reload (what is still queued there
+	// moves to the live slots as it closes), or a new generation's own that was never
+	// promoted.
+	for _, f := range []*os.File{p.retired, p.socket} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	p.retired, p.socket = nil, nil
 	if p.drainTimer != nil {
 		p.drainTimer.Stop()
 	}
@@ -845,6 +879,15 @@ func (s *Supervisor) crashed(sl *slot, up time.Duration) {
 	})
 }
 
+// separateGenerations reports whether a reload starts the new worker on a socket of its
+// own (loop only): possible where the steering program also places a closing socket's
+// queue (select-or-migrate). Then the old worker gets no new connection once the new one is
+// promoted, and what it had queued moves to a live socket as its socket closes; otherwise
+// both share the slot's socket and its queue.
+func (s *Supervisor) separateGenerations() bool {
+	return s.steer != nil && s.steer.Migrates() && !s.cfg.SelfBind
+}
+
 // giveUpQueue closes a crashed slot's socket when the steering program moves what is
 // queued there to a live slot (loop only): otherwise those connections would wait out the
 // restart backoff, seconds once crashes repeat. The next worker gets a fresh socket. A
@@ -876,20 +919,43 @@ func (s *Supervisor) backoff(n int) time.Duration {
 }
 
 // drain asks p to stop gracefully and arms its SIGKILL (loop only).
-func (s *Supervisor) drain(p *proc) {
+func (s *Supervisor) drain(p *proc) { s.drainAfter(p, 0) }
+
+// retireGrace is how long a worker whose socket no longer gets new connections (a reload
+// with separate generations) keeps running before it is asked to stop, when it does not
+// speak our ipc: a program may stop by closing connections it accepted and had not yet
+// read (uvicorn does), and in this time it reads them. Ipc speakers drain at once: our
+// drain answers what is accepted.
+const retireGrace = 500 * time.Millisecond
+
+// drainAfter is drain, the stop request of a worker that does not speak our ipc delayed by
+// grace (loop only).
+func (s *Supervisor) drainAfter(p *proc, grace time.Duration) {
 	p.state = StateStopping
 	switch {
 	case p.node != nil && s.cfg.ShutdownWithMessage:
 		go p.node.send(`"shutdown"`) // never block the loop on a stopped worker
 	case p.speaksIPC:
 		go p.conn.Send(ipc.Msg{Type: ipc.TypeDrain})
+		grace = 0
 	default:
 		sig, _ := parseSignal(s.cfg.KillSignal) // validated
-		if err := syscall.Kill(p.pid, sig); err != nil {
-			p.log.Warn("send kill_signal", zap.String("signal", s.cfg.KillSignal), zap.Error(err))
+		stop := func() {
+			select {
+			case <-p.exited:
+			default:
+				if err := syscall.Kill(p.pid, sig); err != nil {
+					p.log.Warn("send kill_signal", zap.String("signal", s.cfg.KillSignal), zap.Error(err))
+				}
+			}
+		}
+		if grace > 0 {
+			time.AfterFunc(grace, stop)
+		} else {
+			stop()
 		}
 	}
-	p.drainTimer = time.AfterFunc(s.cfg.KillTimeout.D(), func() {
+	p.drainTimer = time.AfterFunc(grace+s.cfg.KillTimeout.D(), func() {
 		select {
 		case <-p.exited:
 		default:
@@ -1039,7 +1105,7 @@ func (s *Supervisor) reloadSlot(ctx context.Context, id int, only *proc) error {
 		if sl == nil || s.stopping || (only != nil && sl.cur != only) {
 			return
 		}
-		np, err = s.spawn(sl)
+		np, err = s.spawn(sl, s.separateGenerations())
 		if np != nil {
 			np.candidate = true // its start deadline is ours to enforce, gracefully
 		}
@@ -1102,6 +1168,20 @@ wait:
 			sl.timer.Stop()
 		}
 		sl.cur, sl.state, promoted = np, "", true
+		grace := time.Duration(0)
+		if np.socket != nil { // the new generation's socket takes the slot's turns
+			prev := sl.file
+			sl.file, sl.steered = np.socket, s.register(id, np.socket)
+			np.socket = nil
+			s.updateSteering()
+			switch {
+			case old != nil:
+				old.retired = prev // closed when it exits: what is still queued there moves
+				grace = retireGrace
+			case prev != nil:
+				prev.Close()
+			}
+		}
 		np.candidate = false
 		sl.unstable, sl.crashes = 0, 0 // a deliberate new start gets a fresh restart budget
 		sl.restarts++
@@ -1110,7 +1190,7 @@ wait:
 			np.askedAt = time.Time{}
 		}
 		if old != nil {
-			s.drain(old)
+			s.drainAfter(old, grace)
 		}
 	})
 	if !promoted {
