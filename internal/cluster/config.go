@@ -88,6 +88,11 @@ type Config struct {
 	// HeartbeatTimeout: a worker that answers no stats request for this long (stopped,
 	// deadlocked) is killed and restarted. Default 5 s.
 	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
+	// WatchdogSec is systemd's WatchdogSec= for the workers: each gets WATCHDOG_USEC, and one
+	// that has sent sd_notify's WATCHDOG=1 once and then sends none for this long is killed
+	// and restarted, as a missed heartbeat (at most one per heartbeat_timeout, none when all
+	// are silent). Default 0: no watchdog; a worker's WATCHDOG=1 then only counts as heard.
+	WatchdogSec Duration `yaml:"watchdog_sec"`
 	// StatsInterval is how often workers are asked for counters and /proc is sampled.
 	// Default 1 s.
 	StatsInterval Duration `yaml:"stats_interval"`
@@ -221,6 +226,7 @@ func (c Config) Validate() error {
 		{"exp_backoff_restart_delay", c.ExpBackoffRestartDelay, 0, MaxBackoff},
 		{"min_uptime", c.MinUptime, 0, time.Hour},
 		{"heartbeat_timeout", c.HeartbeatTimeout, 0, 10 * time.Minute},
+		{"watchdog_sec", c.WatchdogSec, 0, time.Hour},
 		{"stats_interval", c.StatsInterval, 0, time.Minute},
 	}
 	for _, d := range durs {

@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 
 // fakeWorker is a tiny worker: net/http on fd 3, ipc on fd 4. Its behaviour comes from
 // FAKE_MODE (or the file FAKE_MODE_FILE names, read at start): "ok", "notready" (never
-// says ready), "sdnotify" (says READY=1 over NOTIFY_SOCKET instead), "crash:MS" (exits 3
+// says ready), "sdnotify" (says READY=1 over NOTIFY_SOCKET instead), "watchdog" (and
+// WATCHDOG=1 every 50 ms for WATCHDOG_STOP_MS, then nothing), "crash:MS" (exits 3
 // after MS ms), "alloc:MB" (holds MB of touched memory).
 func fakeWorker() {
 	mode := os.Getenv("FAKE_MODE")
@@ -107,6 +108,16 @@ func fakeWorker() {
 		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
 			c.Write([]byte("READY=1\nSTATUS=fake serving\nX_UNKNOWN=1"))
 			c.Close()
+		}
+	case "watchdog": // sd_notify's watchdog for WATCHDOG_STOP_MS, then silence (hung)
+		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
+			c.Write([]byte("READY=1\nSTATUS=watchdog " + os.Getenv("WATCHDOG_USEC")))
+			stopMS, _ := strconv.Atoi(os.Getenv("WATCHDOG_STOP_MS"))
+			go func() {
+				for end := time.Now().Add(time.Duration(stopMS) * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+					c.Write([]byte("WATCHDOG=1"))
+				}
+			}()
 		}
 	default:
 		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})

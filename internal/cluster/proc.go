@@ -45,9 +45,10 @@ type proc struct {
 	node   *nodeChannel  // its Node IPC channel; nil unless the program is Node
 
 	// loop-owned
-	retired       *os.File // the slot's previous socket, closed when this (old) worker exits
-	speaksIPC     bool     // it has sent an ipc message: it is asked for stats and judged by them
-	statusText    string   // its last sd_notify STATUS=
+	retired       *os.File  // the slot's previous socket, closed when this (old) worker exits
+	lastWatchdog  time.Time // its last sd_notify WATCHDOG=1 (zero: never sent one)
+	speaksIPC     bool      // it has sent an ipc message: it is asked for stats and judged by them
+	statusText    string    // its last sd_notify STATUS=
 	state         string
 	candidate     bool // started by a reload and not yet promoted
 	readyAt       time.Time

@@ -117,7 +117,7 @@ func (s *Supervisor) notified(p *proc, m notifyMsg) {
 		s.becameReady(p, readyNotify)
 	}
 	if m.watchdog {
-		p.lastHeard = now
+		p.lastHeard, p.lastWatchdog = now, now
 	}
 	if m.hasStatus && m.status != p.statusText {
 		p.statusText = m.status

@@ -60,3 +60,34 @@ func TestSdNotifyReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerWatchdog: with watchdog_sec, a worker gets WATCHDOG_USEC, and one that fed the
+// watchdog and stopped is replaced; one that keeps feeding it is not.
+func TestWorkerWatchdog(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		stopMS   string
+		replaced bool
+	}{
+		{"stops feeding", "300", true},
+		{"keeps feeding", "60000", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := startClusterOpts(t, Config{Instances: 1, WatchdogSec: Duration(400 * time.Millisecond),
+				StatsInterval: Duration(100 * time.Millisecond), HeartbeatTimeout: Duration(400 * time.Millisecond)},
+				Options{}, "FAKE_MODE=watchdog", "WATCHDOG_STOP_MS="+tc.stopMS)
+			first := s.Status()[0]
+			if first.Note != "watchdog 400000" {
+				t.Errorf("worker note %q: want it to have got WATCHDOG_USEC=400000", first.Note)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			now := s.Status()[0]
+			if replaced := now.PID != first.PID || now.Restarts > 0; replaced != tc.replaced {
+				t.Errorf("after 1.5 s: %+v (was pid %d), want replaced %v", now, first.PID, tc.replaced)
+			}
+		})
+	}
+}

@@ -555,6 +555,11 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	} else {
 		env = append(env, "NOTIFY_SOCKET=")
 	}
+	if wd := s.cfg.WatchdogSec.D(); wd > 0 {
+		env = append(env, "WATCHDOG_USEC="+strconv.FormatInt(wd.Microseconds(), 10), "WATCHDOG_PID=")
+	} else {
+		env = append(env, "WATCHDOG_USEC=", "WATCHDOG_PID=")
+	}
 	env = append(env,
 		ipc.EnvWorkerID+"="+strconv.Itoa(sl.id), ipc.EnvWorkerCount+"="+strconv.Itoa(s.count),
 		"GOMAXPROCS="+strconv.Itoa(s.cfg.WorkerGOMAXPROCS))
@@ -765,17 +770,23 @@ func (s *Supervisor) check() {
 		for p := range s.procs {
 			p.askedAt = time.Time{}
 			p.startClock = p.startClock.Add(stall)
+			if !p.lastWatchdog.IsZero() {
+				p.lastWatchdog = now
+			}
 		}
 		return
 	}
 	var silent []*proc
+	silence := map[*proc]time.Time{} // since when each silent one is silent
 	online := 0
 	for p := range s.procs {
 		switch {
 		case p.state == StateOnline:
 			online++
 			if !p.askedAt.IsZero() && now.Sub(p.askedAt) > s.cfg.HeartbeatTimeout.D() {
-				silent = append(silent, p)
+				silent, silence[p] = append(silent, p), p.askedAt
+			} else if wd := s.cfg.WatchdogSec.D(); wd > 0 && !p.lastWatchdog.IsZero() && now.Sub(p.lastWatchdog) > wd {
+				silent, silence[p] = append(silent, p), p.lastWatchdog
 			}
 		case p.state == StateLaunching && !p.candidate && now.Sub(p.startClock) > s.cfg.ListenTimeout.D():
 			if !s.signals {
@@ -805,8 +816,8 @@ func (s *Supervisor) check() {
 	if now.Sub(s.lastSilenceKill) < hb {
 		return // one at a time: the next one, if still silent, after another heartbeat_timeout
 	}
-	p := slices.MinFunc(silent, func(a, b *proc) int { return a.askedAt.Compare(b.askedAt) })
-	p.log.Error("worker missed its heartbeat: killing it", zap.Duration("silent", now.Sub(p.askedAt)))
+	p := slices.MinFunc(silent, func(a, b *proc) int { return silence[a].Compare(silence[b]) })
+	p.log.Error("worker missed its heartbeat: killing it", zap.Duration("silent", now.Sub(silence[p])))
 	s.lastSilenceKill = now
 	p.state = StateStopping
 	p.kill()
