@@ -26,6 +26,15 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	if cmd == "status" {
 		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
 	}
+	lines, follow := 15, false
+	if cmd == "logs" {
+		fs.IntVar(&lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
+		fs.BoolVar(&follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
+	}
+	var logSlot string
+	if cmd == "logs" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		logSlot, args = args[0], args[1:]
+	}
 	// `scale +1 -socket X` and `scale -socket X -1` both work: a leading count is taken
 	// before the flags (a -N count would otherwise read as a flag).
 	var scaleArg string
@@ -38,7 +47,19 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}
-	if cmd == "scale" && scaleArg == "" {
+	if cmd == "logs" {
+		if logSlot == "" && fs.NArg() == 1 {
+			logSlot = fs.Arg(0)
+		} else if fs.NArg() > 0 {
+			return fmt.Errorf("logs: unexpected argument %q: want at most one SLOT", fs.Arg(fs.NArg()-1))
+		}
+		if n, err := strconv.Atoi(logSlot); logSlot != "" && (err != nil || n < 0) {
+			return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", logSlot)
+		}
+		if lines < 0 {
+			return fmt.Errorf("logs: -n %d: want a count >= 0", lines)
+		}
+	} else if cmd == "scale" && scaleArg == "" {
 		if fs.NArg() != 1 {
 			return fmt.Errorf("scale: want one argument N, +N or -N")
 		}
@@ -56,6 +77,16 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	switch cmd {
 	case "status":
 		method = "GET"
+	case "logs":
+		method = "GET"
+		q := url.Values{"n": {strconv.Itoa(lines)}}
+		if logSlot != "" {
+			q.Set("slot", logSlot)
+		}
+		if follow {
+			q.Set("follow", "1")
+		}
+		path += "?" + q.Encode()
 	case "scale":
 		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
 			return err
@@ -78,6 +109,13 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		return fmt.Errorf("reach the supervisor at %s (is `supervisor run` running?): %w", *socket, err)
 	}
 	defer resp.Body.Close()
+	if cmd == "logs" && resp.StatusCode == http.StatusOK {
+		_, err := io.Copy(stdout, resp.Body) // until the end, or ^C with -f
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("logs: %w", err)
+		}
+		return nil
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("read reply: %w", err)

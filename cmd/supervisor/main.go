@@ -9,13 +9,15 @@
 //	supervisor reload [-socket PATH]
 //	supervisor scale N|+N|-N [-socket PATH]
 //	supervisor stop [-socket PATH]
+//	supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]
 //
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
 // Any program that takes a socket at fd 3 runs too (gunicorn, node:http, uvicorn --fd 3),
 // ready when it says so over our ipc, sd_notify or Node's process.send. The other
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
-// (`curl --unix-socket PATH http://x/status`).
+// (`curl --unix-socket PATH http://x/status`). `logs` prints the last lines the supervisor
+// keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
 //
 // Signals to `run`: HUP reloads, TERM or INT stops gracefully (a second one stops at once),
 // TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate).
@@ -43,7 +45,8 @@ const usage = `usage:
   supervisor status [-json] [-socket PATH]
   supervisor reload [-socket PATH]
   supervisor scale N|+N|-N [-socket PATH]
-  supervisor stop [-socket PATH]`
+  supervisor stop [-socket PATH]
+  supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]`
 
 // run is the whole program, so tests can call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -54,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "run":
 		return runCluster(ctx, args[1:], getenv, stderr)
-	case "status", "reload", "scale", "stop":
+	case "status", "reload", "scale", "stop", "logs":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case listenPIDShim: // not in the usage: the supervisor's own, between it and a worker
 		return execWithListenPID(args[1:])

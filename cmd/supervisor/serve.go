@@ -64,6 +64,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
+	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -129,19 +130,40 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("log-level: %w", err)
 	}
-	// JSON lines on stderr, like the worker's, so one collector reads both; no sampling,
-	// since every worker line matters.
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	sink := zapcore.AddSync(stderr)
 	var lf *logFile
 	if *logPath != "" {
 		if lf, err = openLogFile(*logPath); err != nil {
 			return err
 		}
 		defer lf.Close()
+	}
+	format := *logFormat
+	switch format {
+	case "json", "console":
+	case "auto":
+		format = "json" // for collectors, files and pipes
+		if f, ok := stderr.(*os.File); ok && lf == nil && isTerminal(f) {
+			format = "console"
+		}
+	default:
+		return fmt.Errorf("log-format: %q: want json, console or auto", *logFormat)
+	}
+	// One timestamp format everywhere, the worker's (ISO 8601, milliseconds); no sampling,
+	// since every worker line matters. The ring keeps the last lines for `supervisor logs`.
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	newEnc := func() zapcore.Encoder { return zapcore.NewJSONEncoder(encCfg) }
+	if format == "console" {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		encCfg.ConsoleSeparator = "  "
+		newEnc = func() zapcore.Encoder { return zapcore.NewConsoleEncoder(encCfg) }
+	}
+	sink := zapcore.AddSync(stderr)
+	if lf != nil {
 		sink = lf
 	}
-	log := zap.New(zapcore.NewCore(enc, sink, level))
+	ring := newLogRing(2000)
+	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, level), newRingCore(newEnc(), level, ring)))
 	if eco.Name != "" {
 		log = log.With(zap.String("app", eco.Name))
 	}
@@ -211,7 +233,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	stopReq := make(chan struct{}, 1)
-	srv := &http.Server{Handler: controlHandler(sup, log, stopReq), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: controlHandler(sup, log, ring, stopReq), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ctl)
 	defer srv.Close()
 	log.Info("control socket", zap.String("path", *socket))
@@ -342,7 +364,7 @@ func peerUID(c *net.UnixConn) (uint32, error) {
 }
 
 // controlHandler serves GET /status, POST /reload, POST /scale?n=N|+N|-N and POST /stop.
-func controlHandler(sup *cluster.Supervisor, log *zap.Logger, stop chan<- struct{}) http.Handler {
+func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, stop chan<- struct{}) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -356,6 +378,32 @@ func controlHandler(sup *cluster.Supervisor, log *zap.Logger, stop chan<- struct
 			rows = []cluster.WorkerStatus{}
 		}
 		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Steering: sup.Steering(), Workers: rows})
+	})
+	// GET /logs?n=15&slot=S&follow=1: the last n lines (of slot S, or all), then, with
+	// follow, every new one as it is written, until the client goes.
+	mux.HandleFunc("GET /logs", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		n, slot := 15, -2
+		if v := q.Get("n"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 0 {
+				fail(w, http.StatusBadRequest, fmt.Errorf("n: %q is not a count", v))
+				return
+			}
+		}
+		if v := q.Get("slot"); v != "" {
+			var err error
+			if slot, err = strconv.Atoi(v); err != nil || slot < 0 {
+				fail(w, http.StatusBadRequest, fmt.Errorf("slot: %q is not a slot number", v))
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		flush := func() {}
+		if f, ok := w.(http.Flusher); ok {
+			flush = f.Flush
+		}
+		ring.follow(r.Context(), w, flush, slot, n, q.Get("follow") == "1")
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		if err := sup.Reload(r.Context()); err != nil {
@@ -400,4 +448,10 @@ func withoutVars(env []string, names ...string) []string {
 		}
 	}
 	return out
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -2,14 +2,17 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/ipc"
 )
@@ -156,9 +159,11 @@ func (w *lineLogger) add(p []byte) {
 
 func (w *lineLogger) flush() {
 	if len(w.buf) > 0 || w.cut {
-		// Check first: with the level off, a line costs no allocation.
-		if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
-			ce.Write(zap.ByteString("line", w.buf), zap.Bool("truncated", w.cut))
+		if w.cut || !w.logJSON(w.buf) {
+			// Check first: with the level off, a line costs no allocation.
+			if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
+				ce.Write(zap.ByteString("line", w.buf), zap.Bool("truncated", w.cut))
+			}
 		}
 		if w.raw != nil {
 			w.buf = append(w.buf, '\n')
@@ -166,4 +171,61 @@ func (w *lineLogger) flush() {
 		}
 	}
 	w.buf, w.cut = w.buf[:0], false
+}
+
+// logJSON re-logs a worker's structured log line (a JSON object with "msg", as zap, pino,
+// bunyan and structlog write them) as an entry of the supervisor's log: the worker's message
+// and level, its fields merged in beside the slot and pid, the supervisor's timestamp, so
+// that one log has one format instead of JSON escaped inside JSON. It reports false for any
+// other line, which is logged as "worker output".
+func (w *lineLogger) logJSON(line []byte) bool {
+	if len(line) < 2 || line[0] != '{' {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil || dec.More() {
+		return false
+	}
+	msg, ok := m["msg"].(string)
+	if !ok {
+		return false
+	}
+	lvl := zapcore.InfoLevel
+	if l, ok := m["level"].(string); ok {
+		if lvl.UnmarshalText([]byte(l)) != nil {
+			lvl = zapcore.InfoLevel
+		}
+	}
+	ce := w.log.Check(lvl, msg)
+	if ce == nil {
+		return true
+	}
+	// The worker's own time, level and message are the entry's; its pid is the slot's.
+	for _, k := range []string{"msg", "level", "ts", "time", "pid"} {
+		delete(m, k)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fields := make([]zap.Field, 0, len(keys))
+	for _, k := range keys {
+		switch v := m[k].(type) {
+		case json.Number:
+			if i, err := v.Int64(); err == nil {
+				fields = append(fields, zap.Int64(k, i))
+			} else if f, err := v.Float64(); err == nil {
+				fields = append(fields, zap.Float64(k, f))
+			} else {
+				fields = append(fields, zap.String(k, v.String()))
+			}
+		default:
+			fields = append(fields, zap.Any(k, v))
+		}
+	}
+	ce.Write(fields...)
+	return true
 }

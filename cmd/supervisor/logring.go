@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// logRing keeps the supervisor's last log lines (its own and its workers', encoded as they
+// were written) for `supervisor logs`, which therefore works whatever the log goes to:
+// stderr, -log-file, -log-dir. Each line remembers its slot (-1: the supervisor's own).
+type logRing struct {
+	mu    sync.Mutex
+	lines []ringLine // a circle of cap lines
+	next  int        // where the next line goes
+	full  bool
+	seq   uint64        // lines ever added
+	wake  chan struct{} // closed and replaced on every add: followers wait on it
+	limit int
+}
+
+type ringLine struct {
+	slot int
+	seq  uint64
+	text []byte
+}
+
+func newLogRing(limit int) *logRing {
+	return &logRing{lines: make([]ringLine, limit), limit: limit, wake: make(chan struct{})}
+}
+
+func (r *logRing) add(slot int, text []byte) {
+	r.mu.Lock()
+	r.seq++
+	r.lines[r.next] = ringLine{slot: slot, seq: r.seq, text: bytes.Clone(text)}
+	r.next = (r.next + 1) % r.limit
+	r.full = r.full || r.next == 0
+	close(r.wake)
+	r.wake = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// since returns the lines after seq (all kept ones for 0) of slot (-2: every slot and the
+// supervisor), the last n of them at most (n <= 0: all), and the newest seq and a channel
+// closed at the next add.
+func (r *logRing) since(seq uint64, slot, n int) ([]ringLine, uint64, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ringLine
+	count := r.next
+	start := 0
+	if r.full {
+		count, start = r.limit, r.next
+	}
+	for i := range count {
+		l := r.lines[(start+i)%r.limit]
+		if l.seq > seq && (slot == -2 || l.slot == slot) {
+			out = append(out, l)
+		}
+	}
+	if n > 0 && len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, r.seq, r.wake
+}
+
+// follow writes the last n lines of slot to w, then every new one until ctx ends.
+func (r *logRing) follow(ctx context.Context, w io.Writer, flush func(), slot, n int, keep bool) {
+	lines, seq, wake := r.since(0, slot, n)
+	for {
+		for _, l := range lines {
+			w.Write(l.text)
+		}
+		flush()
+		if !keep {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		lines, seq, wake = r.since(seq, slot, 0)
+	}
+}
+
+// ringCore is a zapcore.Core that encodes entries into a logRing, with the slot taken from
+// a "slot" field.
+type ringCore struct {
+	zapcore.LevelEnabler
+	enc  zapcore.Encoder
+	ring *logRing
+	slot int
+}
+
+func newRingCore(enc zapcore.Encoder, level zapcore.LevelEnabler, ring *logRing) *ringCore {
+	return &ringCore{LevelEnabler: level, enc: enc, ring: ring, slot: -1}
+}
+
+func (c *ringCore) With(fields []zapcore.Field) zapcore.Core {
+	clone := &ringCore{LevelEnabler: c.LevelEnabler, enc: c.enc.Clone(), ring: c.ring, slot: slotOf(fields, c.slot)}
+	for _, f := range fields {
+		f.AddTo(clone.enc)
+	}
+	return clone
+}
+
+func (c *ringCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *ringCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	buf, err := c.enc.EncodeEntry(e, fields)
+	if err != nil {
+		return err
+	}
+	c.ring.add(slotOf(fields, c.slot), buf.Bytes())
+	buf.Free()
+	return nil
+}
+
+func (c *ringCore) Sync() error { return nil }
+
+// slotOf finds an integer "slot" field, else keeps def.
+func slotOf(fields []zapcore.Field, def int) int {
+	for _, f := range fields {
+		if f.Key == "slot" && f.Type == zapcore.Int64Type {
+			return int(f.Integer)
+		}
+	}
+	return def
+}

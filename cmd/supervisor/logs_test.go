@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLogsCommand: `supervisor logs` prints the last lines the running supervisor keeps,
+// all or one slot's, and with -f follows new ones (pm2 logs), with no log file configured.
+func TestLogsCommand(t *testing.T) {
+	c := startRun(t, fmt.Sprintf("instances: 2\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "--", os.Args[0])
+	logs := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"logs", "-socket", c.socket}, args...), func(string) string { return "" }, &out, io.Discard)
+		if err != nil {
+			t.Fatalf("logs %q: %v", args, err)
+		}
+		return out.String()
+	}
+	if got := strings.Count(logs("-n", "3"), "\n"); got != 3 {
+		t.Errorf("logs -n 3 printed %d lines", got)
+	}
+	one := logs("-n", "0", "1")
+	if !strings.Contains(one, `"slot":1`) {
+		t.Errorf("logs 1: no line of slot 1:\n%s", one)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(one), "\n") {
+		if !strings.Contains(l, `"slot":1`) {
+			t.Errorf("logs 1 printed a line of another slot: %s", l)
+		}
+	}
+	// -f: the last line, then what the reload logs, until the client gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"logs", "-socket", c.socket, "-f", "-n", "1"}, func(string) string { return "" }, &out, io.Discard)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if out, err := c.cmd("reload"); err != nil {
+		t.Fatalf("reload: %v %s", err, out)
+	}
+	waitUntil(t, 10*time.Second, "the reload followed", func() bool { return strings.Contains(out.String(), "reload done") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("logs -f ended with %v", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"logs", "-socket", c.socket, "x"}, `"x" is not a slot number`},
+		{[]string{"logs", "-socket", c.socket, "1", "2"}, "want at most one SLOT"},
+		{[]string{"logs", "-socket", c.socket, "-n", "-3"}, "want a count >= 0"},
+	} {
+		if err := run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run %q = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestLogFormats: -log-format console writes one readable line per event with the same
+// ISO 8601 time as the JSON; a wrong value names the flag.
+func TestLogFormats(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nwait_ready: true\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv)), 0o600)
+	for _, format := range []string{"console", "json"} {
+		t.Run(format, func(t *testing.T) {
+			c := &runningCluster{socket: filepath.Join(dir, format+".sock")}
+			logs := &syncBuffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0", "-log-format", format, "--", os.Args[0]},
+					func(string) string { return "" }, io.Discard, logs)
+			}()
+			waitUntil(t, 20*time.Second, "worker online", func() bool { return strings.Contains(logs.String(), "worker online") })
+			c.cmd("stop")
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			first := strings.SplitN(logs.String(), "\n", 2)[0]
+			isJSON := strings.HasPrefix(first, "{")
+			if isJSON != (format == "json") {
+				t.Errorf("-log-format %s wrote %q", format, first)
+			}
+			if !strings.Contains(first, time.Now().UTC().Format("2006-01-02T")) {
+				t.Errorf("first line %q: want an ISO 8601 time", first)
+			}
+		})
+	}
+	err := run(context.Background(), []string{"run", "-config", cfg, "-socket", filepath.Join(dir, "x.sock"), "-log-format", "pretty"}, func(string) string { return "" }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "log-format") {
+		t.Errorf("-log-format pretty: %v", err)
+	}
+}
