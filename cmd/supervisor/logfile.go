@@ -11,28 +11,81 @@ import (
 	"go.uber.org/zap"
 )
 
-// logFile is the merged log file (the supervisor's lines and every worker's), reopened on
-// USR1 so that logrotate can move it away: after the rename, writes go on to the old
-// inode until the reopen creates a fresh file at the path.
+// logFile is a log file (the merged log, or one slot's), rotated when it outgrows its
+// rotation's size (PATH.1 the newest of the old ones, up to PATH.KEEP), and reopened on
+// USR1 so that logrotate can move it away instead: after the rename, writes go on to the
+// old inode until the reopen creates a fresh file at the path.
 type logFile struct {
 	path string
+	rot  rotation
 	mu   sync.Mutex
 	f    *os.File
+	size int64
 }
 
-func openLogFile(path string) (*logFile, error) {
-	l := &logFile{path: path}
+// rotation is when and how far a log file rotates: past MaxSize bytes (0: never), keeping
+// Keep old files. pm2-logrotate's defaults are 10 MB and 30: disks filled by logs are among
+// PM2 users' most filed complaints.
+type rotation struct {
+	MaxSize int64
+	Keep    int
+}
+
+func openLogFile(path string, rot rotation) (*logFile, error) {
+	l := &logFile{path: path, rot: rot}
 	if err := l.Reopen(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// Write appends p; zap writes one whole entry per call.
+// Write appends p; zap writes one whole entry per call, so an entry is never split across
+// two files.
 func (l *logFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.f.Write(p)
+	if l.rot.MaxSize > 0 && l.size > 0 && l.size+int64(len(p)) > l.rot.MaxSize {
+		if err := l.rotate(); err != nil {
+			// Keep logging into the file we have: a full log beats a lost one.
+			fmt.Fprintln(os.Stderr, "supervisor: rotate log:", err)
+			l.rot.MaxSize = 0
+		}
+	}
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	return n, err
+}
+
+// rotate shifts PATH.i to PATH.i+1 (dropping what would pass Keep), PATH to PATH.1, and
+// starts a fresh PATH (mu held).
+func (l *logFile) rotate() error {
+	if l.rot.Keep <= 0 {
+		if err := l.f.Truncate(0); err != nil {
+			return err
+		}
+		_, err := l.f.Seek(0, io.SeekStart)
+		l.size = 0
+		return err
+	}
+	os.Remove(l.path + "." + strconv.Itoa(l.rot.Keep))
+	for i := l.rot.Keep - 1; i >= 1; i-- {
+		old := l.path + "." + strconv.Itoa(i)
+		if _, err := os.Stat(old); err == nil {
+			if err := os.Rename(old, l.path+"."+strconv.Itoa(i+1)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Rename(l.path, l.path+".1"); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return err
+	}
+	l.f.Close()
+	l.f, l.size = f, 0
+	return nil
 }
 
 // Sync flushes the file to disk.
@@ -48,9 +101,13 @@ func (l *logFile) Reopen() error {
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
 	l.mu.Lock()
 	old := l.f
-	l.f = f
+	l.f, l.size = f, size
 	l.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -69,6 +126,7 @@ func (l *logFile) Close() error {
 // first worker start and kept across its restarts, so one file tells a slot's story.
 type workerLogs struct {
 	dir   string
+	rot   rotation
 	log   *zap.Logger
 	mu    sync.Mutex
 	files map[int]*logFile
@@ -82,7 +140,7 @@ func (w *workerLogs) For(slot int) io.Writer {
 	if f, ok := w.files[slot]; ok {
 		return f
 	}
-	f, err := openLogFile(filepath.Join(w.dir, "worker-"+strconv.Itoa(slot)+".log"))
+	f, err := openLogFile(filepath.Join(w.dir, "worker-"+strconv.Itoa(slot)+".log"), w.rot)
 	if err != nil {
 		w.log.Error("open worker log", zap.Int("slot", slot), zap.Error(err))
 		return io.Discard

@@ -103,3 +103,40 @@ func TestLogFormats(t *testing.T) {
 		t.Errorf("-log-format pretty: %v", err)
 	}
 }
+
+// TestLogRotation: a log file past its size moves to PATH.1 (older ones shift), at most
+// keep old files stay, and no entry is split across two files.
+func TestLogRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.log")
+	l, err := openLogFile(path, rotation{MaxSize: 100, Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	line := strings.Repeat("x", 39) + "\n" // 40 bytes: two fit in 100, a third does not
+	for i := range 7 {
+		if _, err := l.Write([]byte(fmt.Sprintf("%d%s", i, line[1:]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 7 entries, 2 per file: 0-1, 2-3, 4-5 rotated (0-1 dropped, keep 2), 6 current.
+	for name, want := range map[string]string{"": "6", ".1": "45", ".2": "23"} {
+		b, err := os.ReadFile(path + name)
+		if err != nil {
+			t.Fatalf("%s%s: %v", path, name, err)
+		}
+		var firsts string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if len(l) != 39 {
+				t.Errorf("%s%s: a split entry %q", path, name, l)
+			}
+			firsts += l[:1]
+		}
+		if firsts != want {
+			t.Errorf("%s%s holds entries %q, want %q", path, name, firsts, want)
+		}
+	}
+	if _, err := os.Stat(path + ".3"); err == nil {
+		t.Error("a third old file kept with keep 2")
+	}
+}

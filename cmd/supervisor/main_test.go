@@ -400,7 +400,7 @@ func TestTableFormats(t *testing.T) {
 func TestLogFileReopen(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cluster.log")
-	l, err := openLogFile(path)
+	l, err := openLogFile(path, rotation{})
 	if err != nil {
 		t.Fatal(err)
 	}

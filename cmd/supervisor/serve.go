@@ -64,6 +64,8 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
+	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
+	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
 	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
@@ -130,9 +132,17 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("log-level: %w", err)
 	}
+	maxSize, err := cluster.ParseByteSize(*logMaxSize)
+	if err != nil {
+		return fmt.Errorf("log-max-size: %w", err)
+	}
+	if *logKeep < 0 || *logKeep > 1000 {
+		return fmt.Errorf("log-keep: %d is out of range: want 0 to 1000", *logKeep)
+	}
+	rot := rotation{MaxSize: int64(maxSize), Keep: *logKeep}
 	var lf *logFile
 	if *logPath != "" {
-		if lf, err = openLogFile(*logPath); err != nil {
+		if lf, err = openLogFile(*logPath, rot); err != nil {
 			return err
 		}
 		defer lf.Close()
@@ -211,7 +221,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		if err := os.MkdirAll(*logDir, 0o750); err != nil {
 			return fmt.Errorf("create log directory: %w", err)
 		}
-		wl = &workerLogs{dir: *logDir, log: log}
+		wl = &workerLogs{dir: *logDir, rot: rot, log: log}
 		defer wl.Close()
 		opts.WorkerLog = wl.For
 	}
