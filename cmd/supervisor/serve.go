@@ -23,6 +23,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/sdnotify"
 )
@@ -64,6 +67,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
+	metricsAddr := fs.String("metrics", "", "also serve Prometheus metrics at http://HOST:PORT/metrics (always on the control socket's /metrics)")
 	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
 	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
 	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
@@ -243,10 +247,23 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	stopReq := make(chan struct{}, 1)
-	srv := &http.Server{Handler: controlHandler(sup, log, ring, stopReq), ReadHeaderTimeout: 10 * time.Second}
+	reg := metricsRegistry(sup, log)
+	srv := &http.Server{Handler: controlHandler(sup, log, ring, reg, stopReq), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ctl)
 	defer srv.Close()
 	log.Info("control socket", zap.String("path", *socket))
+	if *metricsAddr != "" {
+		ml, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go msrv.Serve(ml)
+		defer msrv.Close()
+		log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1)
@@ -374,7 +391,7 @@ func peerUID(c *net.UnixConn) (uint32, error) {
 }
 
 // controlHandler serves GET /status, POST /reload, POST /scale?n=N|+N|-N and POST /stop.
-func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, stop chan<- struct{}) http.Handler {
+func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -389,6 +406,7 @@ func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, sto
 		}
 		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Steering: sup.Steering(), Workers: rows})
 	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	// GET /logs?n=15&slot=S&follow=1: the last n lines (of slot S, or all), then, with
 	// follow, every new one as it is written, until the client goes.
 	mux.HandleFunc("GET /logs", func(w http.ResponseWriter, r *http.Request) {

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,6 +80,7 @@ type WorkerStatus struct {
 	UptimeS     int64   `json:"uptime_s"`
 	Restarts    int     `json:"restarts"`
 	CPUPercent  float64 `json:"cpu_percent"`
+	CPUSeconds  float64 `json:"cpu_seconds"` // the process's user+system time so far
 	RSSBytes    int64   `json:"rss_bytes"`
 	Requests    uint64  `json:"requests"`
 	RPS         float64 `json:"rps"`
@@ -145,6 +147,8 @@ type Supervisor struct {
 	steerKind string          // steering.KindRoundRobin or KindHash; fixed at Start
 
 	clock *stallClock // the supervisor's own absences (stall.go); set at Start
+
+	reloads, reloadsAborted, scales atomic.Int64 // for Counters
 
 	// loop-owned
 	lastSilenceKill time.Time     // the last worker killed for silence
@@ -271,6 +275,17 @@ func (s *Supervisor) setupSteering() error {
 	s.steer, s.steerKind = g, steering.KindRoundRobin
 	s.log.Info("steering: round robin over the online workers (eBPF)", zap.Bool("moves_closing_queues", g.Migrates()))
 	return nil
+}
+
+// Counters are the cluster's events since Start: rolling reloads begun and aborted, and
+// scale operations.
+type Counters struct {
+	Reloads, ReloadsAborted, Scales int64
+}
+
+// Counters returns the cluster's event counts; safe from any goroutine.
+func (s *Supervisor) Counters() Counters {
+	return Counters{Reloads: s.reloads.Load(), ReloadsAborted: s.reloadsAborted.Load(), Scales: s.scales.Load()}
 }
 
 // Steering says how new connections are steered: steering.KindRoundRobin ("bpf-rr") or
@@ -1019,6 +1034,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.PID, r.Status = p.pid, p.state
 				r.UptimeS = int64(now.Sub(p.started).Seconds())
 				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
+				r.CPUSeconds = float64(p.cpuTicks) / clockTicks
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes = p.writes
@@ -1077,11 +1093,13 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 		return ErrStopped
 	}
 	s.log.Info("rolling reload", zap.Ints("slots", ids))
+	s.reloads.Add(1)
 	s.notify(sdnotify.Reloading())
 	for i, id := range ids {
 		if err := s.reloadSlot(ctx, id, nil); err != nil {
 			s.log.Error("reload aborted: the remaining workers keep serving", zap.Int("slot", id), zap.Error(err))
 			err = fmt.Errorf("reload aborted at slot %d (%d of %d slots replaced): %w", id, i, len(ids), err)
+			s.reloadsAborted.Add(1)
 			s.notifyReloaded("reload aborted, the previous workers serve: " + err.Error())
 			return err
 		}
@@ -1238,6 +1256,7 @@ func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
 		return fmt.Errorf("scale: %d workers is out of range: want 1 to %d", target, MaxInstances)
 	}
 	s.log.Info("scaling", zap.Int("from", cur), zap.Int("to", target))
+	s.scales.Add(1)
 	var added []*proc
 	var err error
 	for id := cur; id < target; id++ {
