@@ -48,7 +48,14 @@ func newMetrics(sup *cluster.Supervisor, log *zap.Logger) *metrics {
 	}
 }
 
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
+// Describe sends every description (not by collecting: registering must not ask the
+// supervisor for anything).
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.up, m.restarts, m.cpu, m.rss, m.requests, m.conns, m.healthy, m.owner,
+		m.reloads, m.reloadsAborted, m.scales, m.steering, m.hostCPU, m.netRx, m.netTx} {
+		ch <- d
+	}
+}
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
