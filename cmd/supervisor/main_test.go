@@ -31,8 +31,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if os.Getenv(roleEnv) == "worker" {
+	switch os.Getenv(roleEnv) {
+	case "worker":
 		fakeWorker()
+		os.Exit(0)
+	case "supervisor": // the supervisor as a process of its own, for kill -9 (TestMain is its main)
+		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

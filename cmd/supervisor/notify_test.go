@@ -118,7 +118,7 @@ func TestSystemdNotify(t *testing.T) {
 func TestSystemdUnit(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
+		missing(t, "systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
 	}
 	unit, err := os.ReadFile("../../configs/onehost.service")
 	if err != nil {
@@ -172,4 +172,99 @@ func TestSystemdUnit(t *testing.T) {
 	if bytes.Contains(unit, []byte("Environment=JWT_SECRET=")) {
 		t.Error("the unit holds the secret in the clear")
 	}
+	// ExecReload is the same binary's `reload`, which waits for the roll (kill -HUP would
+	// not): its flags parse, and it gets as far as the (absent) control socket.
+	reload := regexp.MustCompile(`(?m)^ExecReload=(\S+) (.*)$`).FindSubmatch(unit)
+	start := regexp.MustCompile(`(?m)^ExecStart=(\S+)`).FindSubmatch(unit)
+	if reload == nil || start == nil || !bytes.Equal(reload[1], start[1]) {
+		t.Fatalf("ExecReload %q: want the supervisor of ExecStart (%q) with `reload`", reload, start)
+	}
+	args = strings.Fields(string(reload[2]))
+	for i, a := range args {
+		if a == "-socket" && i+1 < len(args) {
+			args[i+1] = filepath.Join(root, "s.sock")
+		}
+	}
+	if len(args) == 0 || args[0] != "reload" {
+		t.Errorf("ExecReload's arguments %q: want `reload -socket PATH`", args)
+	} else if err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "reach the supervisor") {
+		t.Errorf("ExecReload's arguments %q: %v, want them to parse and the client to find no supervisor", args, err)
+	}
+	// The steering program needs bpf(2), which is in @privileged: the filter as systemd
+	// applies it must still allow it, and still deny the rest of @privileged.
+	allowed, err := syscallFilter(sa, unit)
+	if err != nil {
+		t.Fatalf("SystemCallFilter: %v", err)
+	}
+	for name, want := range map[string]bool{"bpf": true, "accept4": true, "setuid": false, "reboot": false, "setrlimit": false} {
+		if got := allowed(name); got != want {
+			t.Errorf("SystemCallFilter allows %s: %v, want %v", name, got, want)
+		}
+	}
+}
+
+// syscallFilter computes which system calls the unit's SystemCallFilter= lines allow, as
+// systemd.exec(5) says: the first line decides the mode (an allow list, or with ~ a deny
+// list), later lines add to or remove from it, an empty one resets. Groups (@name) are
+// expanded by `systemd-analyze syscall-filter`, so this systemd's definitions count.
+func syscallFilter(sa string, unit []byte) (func(string) bool, error) {
+	groups := map[string][]string{}
+	var expand func(item string, into map[string]bool) error
+	expand = func(item string, into map[string]bool) error {
+		item, _, _ = strings.Cut(item, ":") // a deny list's :errno
+		if !strings.HasPrefix(item, "@") {
+			into[item] = true
+			return nil
+		}
+		names, ok := groups[item]
+		if !ok {
+			out, err := exec.Command(sa, "syscall-filter", item).Output()
+			if err != nil {
+				return fmt.Errorf("expand %s: %w", item, err)
+			}
+			lines := strings.Split(string(out), "\n")
+			for _, l := range lines[1:] { // the first is the group's name
+				if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+					names = append(names, l)
+				}
+			}
+			groups[item] = names
+		}
+		for _, n := range names {
+			if err := expand(n, into); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	allowList := false // no filter: everything allowed
+	set := map[string]bool{}
+	first := true
+	for _, m := range regexp.MustCompile(`(?m)^SystemCallFilter=(.*)$`).FindAllSubmatch(unit, -1) {
+		v := strings.TrimSpace(string(m[1]))
+		if v == "" {
+			allowList, set, first = false, map[string]bool{}, true
+			continue
+		}
+		deny := strings.HasPrefix(v, "~")
+		items := map[string]bool{}
+		for _, it := range strings.Fields(strings.TrimPrefix(v, "~")) {
+			if err := expand(it, items); err != nil {
+				return nil, err
+			}
+		}
+		if first {
+			allowList, first = !deny, false
+		}
+		// set holds the allowed calls of an allow list, the denied ones of a deny list.
+		add := deny != allowList
+		for n := range items {
+			if add {
+				set[n] = true
+			} else {
+				delete(set, n)
+			}
+		}
+	}
+	return func(name string) bool { return set[name] == allowList }, nil
 }

@@ -33,6 +33,10 @@ import (
 // defaultConfig is loaded when -config is not given and the file exists.
 const defaultConfig = "configs/cluster.yaml"
 
+// selfExe names the running supervisor's own binary whatever happened to its file since
+// it started (see the shim in runCluster).
+const selfExe = "/proc/self/exe"
+
 // defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock, else
 // /tmp/onehost-UID/supervisor.sock: a per-user directory, so one user's supervisor is
 // not another's.
@@ -196,11 +200,17 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer lock.Release()
 
+	// The shim is this very binary, named by /proc/self/exe rather than by its path: the
+	// kernel resolves that link to the running image, so a restart hours later still starts
+	// through it after bin/ was rebuilt or removed (the path would name the new binary, or
+	// nothing). The exec happens in the forked child, still a copy of the supervisor, so
+	// its /proc/self/exe is the supervisor's image too. (Linux only, as the rest of this is.)
+	//
 	// Under systemd (Type=notify): readiness, reloads, stopping, a status line and the
 	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it: with NotifyAccess=main
 	// systemd would drop their messages anyway, and they must not speak for the service.
 	opts := cluster.Options{Logger: log, Environ: withoutVars(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"),
-		ListenPIDShim: []string{exe, listenPIDShim, "--"}}
+		ListenPIDShim: []string{selfExe, listenPIDShim, "--"}}
 	notifier, err := sdnotify.New(getenv("NOTIFY_SOCKET"))
 	if err != nil {
 		log.Warn("systemd notifications off", zap.Error(err))

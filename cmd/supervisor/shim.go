@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // listenPIDShim is the hidden command the supervisor starts its workers through: systemd's
@@ -31,6 +34,16 @@ func execWithListenPID(args []string) error {
 		return fmt.Errorf("%s: %w", listenPIDShim, err)
 	}
 	env := append(withoutVars(os.Environ(), "LISTEN_PID"), "LISTEN_PID="+strconv.Itoa(os.Getpid()))
+	// The unit's AmbientCapabilities=CAP_BPF is for the supervisor's steering program, and
+	// ambient capabilities survive execve: without this every worker would hold CAP_BPF
+	// too. The supervisor cannot lower it for its children itself: capabilities belong to a
+	// thread, and it forks from any of its threads (nor would AllThreadsSyscall work, cgo
+	// being linked). execve keeps the calling thread's, so lower it on this one and exec
+	// from it. The supervisor keeps its own CAP_BPF, which its map updates may need
+	// (before Linux 6.5, unprivileged_bpf_disabled refuses every bpf(2) command without
+	// it). An error (EINVAL: a kernel without CAP_BPF) leaves nothing to lower.
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, unix.CAP_BPF, 0, 0)
 	if err := syscall.Exec(path, args, env); err != nil {
 		return fmt.Errorf("%s: exec %s: %w", listenPIDShim, path, err)
 	}

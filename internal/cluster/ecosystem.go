@@ -53,9 +53,11 @@ func IsEcosystem(path string) bool {
 func LoadEcosystem(path, envName string) (Config, Ecosystem, error) {
 	switch filepath.Ext(path) {
 	case ".js", ".cjs", ".mjs":
+		js := strings.TrimSuffix(path, filepath.Ext(path)) + ".json"
 		return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: a JavaScript file cannot be evaluated here; write it out as JSON once, with Node:\n"+
-			"  node -e 'console.log(JSON.stringify(require(%q), null, 2))' > ecosystem.config.json\n"+
-			"and run with -config ecosystem.config.json ({\"apps\": [{\"name\": ..., \"script\": ..., \"instances\": ...}]})", path, mustAbs(path))
+			"  node -e 'console.log(JSON.stringify(require(%q), null, 2))' > %s\n"+
+			"then run the JSON, which has the same fields ({\"apps\": [{\"name\": ..., \"script\": ..., \"instances\": ...}]}):\n"+
+			"  supervisor run -config %s", path, mustAbs(path), js, js)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -111,7 +113,7 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 	var args []string
 	var env, envSel *yaml.Node
 	var logs []string
-	mergeLogs := true
+	var mergeLogs *bool // nil: not given (PM2's default is false)
 	for i := 0; i+1 < len(app.Content); i += 2 {
 		k, v := app.Content[i].Value, app.Content[i+1]
 		if strings.HasPrefix(k, "env_") {
@@ -153,7 +155,10 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 		case "env":
 			env = v
 		case "merge_logs":
-			err = v.Decode(&mergeLogs)
+			var m bool
+			if err = v.Decode(&m); err == nil {
+				mergeLogs = &m
+			}
 		case "out_file", "error_file", "log_file":
 			var p string
 			if err = v.Decode(&p); err == nil && p != "" {
@@ -193,10 +198,20 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 	if len(logs) > 0 {
 		slices.Sort(logs)
 		if logs = slices.Compact(logs); len(logs) > 1 {
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].out_file, error_file: %v: the workers' stdout and stderr go to one log here; give them one path", logs)
+			// A worker's stdout and stderr are one pipe here, logged line by line in order;
+			// two files would need two pipes per worker and two log sinks.
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].out_file, error_file: %v: separate files for stdout and stderr are not supported here (a worker's output is one stream); "+
+				"give out_file and error_file the same path, or log_file alone, with merge_logs: true", logs)
 		}
-		if !mergeLogs {
-			return Config{}, Ecosystem{}, errors.New("apps[0].merge_logs: false: one file per instance is -log-dir DIR here (worker-SLOT.log); set merge_logs: true for one file")
+		// PM2's merge_logs defaults to false, and then each instance writes a file of its
+		// own (NAME-0.log, NAME-1.log); one merged file where PM2 would write several would
+		// surprise, so an unset merge_logs is refused like false, with what to write instead.
+		switch {
+		case mergeLogs == nil:
+			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].merge_logs: not set, and PM2 then writes one file per instance beside %s: "+
+				"set merge_logs: true for one file at %s, or drop out_file/error_file/log_file and run with -log-dir DIR for one file per instance (DIR/worker-SLOT.log)", logs[0], logs[0])
+		case !*mergeLogs:
+			return Config{}, Ecosystem{}, errors.New("apps[0].merge_logs: false: one file per instance is -log-dir DIR here (DIR/worker-SLOT.log) instead of out_file; set merge_logs: true for one file")
 		}
 		e.LogFile = logs[0]
 	}

@@ -65,8 +65,10 @@ func TestParseEcosystem(t *testing.T) {
 		{"fork mode", `{"apps":[{"script":"a.js","exec_mode":"fork"}]}`, "", `apps[0].exec_mode: "fork": this supervisor runs clusters`, nil},
 		{"no script", `{"apps":[{"name":"x"}]}`, "", "apps[0].script: missing", nil},
 		{"missing env", `{"apps":[{"script":"a.js"}]}`, "staging", `env "staging": the app has no env_staging`, nil},
-		{"split logs", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"e.log"}]}`, "", "give them one path", nil},
+		{"split logs", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"e.log"}]}`, "", "give out_file and error_file the same path", nil},
 		{"per-instance logs", `{"apps":[{"script":"a.js","out_file":"o.log","merge_logs":false}]}`, "", "-log-dir DIR", nil},
+		{"merge_logs unset", `{"apps":[{"script":"a.js","out_file":"o.log"}]}`, "", "apps[0].merge_logs: not set, and PM2 then writes one file per instance", nil},
+		{"one merged file", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"o.log","merge_logs":true}]}`, "", "", []string{"node", "a.js"}},
 		{"bad value", `{"apps":[{"script":"a.js","instances":"lots"}]}`, "", `instances: "lots" is out of range`, nil},
 		{"other top-level key", `{"apps":[{"script":"a.js"}],"deploy":{}}`, "", "only `apps` is read", nil},
 	}

@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 // FAKE_MODE (or the file FAKE_MODE_FILE names, read at start): "ok", "notready" (never
 // says ready), "sdnotify" (says READY=1 over NOTIFY_SOCKET instead), "watchdog" (and
 // WATCHDOG=1 every 50 ms for WATCHDOG_STOP_MS, then nothing), "crash:MS" (exits 3
-// after MS ms), "alloc:MB" (holds MB of touched memory).
+// after MS ms), "alloc:MB" (holds MB of touched memory), "extend:MS" (asks for MS+1000 ms
+// more with EXTEND_TIMEOUT_USEC, says ready over ipc MS ms later). FAKE_ENV_FILE names a file it
+// writes its environment to, one variable a line.
 func fakeWorker() {
 	mode := os.Getenv("FAKE_MODE")
 	if p := os.Getenv("FAKE_MODE_FILE"); p != "" {
@@ -86,6 +88,10 @@ func fakeWorker() {
 		},
 	}
 	go srv.Serve(ln)
+	if f := os.Getenv("FAKE_ENV_FILE"); f != "" { // what the worker was given
+		os.WriteFile(f+".tmp", []byte(strings.Join(os.Environ(), "\n")), 0o600)
+		os.Rename(f+".tmp", f)
+	}
 	var ballast []byte
 	switch {
 	case strings.HasPrefix(mode, "crash:"):
@@ -102,6 +108,14 @@ func fakeWorker() {
 		}
 	}
 	fmt.Fprintln(os.Stderr, "fake worker up, mode", mode)
+	if ms, ok := strings.CutPrefix(mode, "extend:"); ok { // a slow start that asks for the time
+		d, _ := strconv.Atoi(ms)
+		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
+			c.Write([]byte("EXTEND_TIMEOUT_USEC=" + strconv.Itoa((d+1000)*1000)))
+			c.Close()
+		}
+		time.Sleep(time.Duration(d) * time.Millisecond)
+	}
 	switch mode {
 	case "notready":
 	case "sdnotify": // ready as a systemd service says it, and nothing over our ipc

@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +91,41 @@ func TestWorkerWatchdog(t *testing.T) {
 			now := s.Status()[0]
 			if replaced := now.PID != first.PID || now.Restarts > 0; replaced != tc.replaced {
 				t.Errorf("after 1.5 s: %+v (was pid %d), want replaced %v", now, first.PID, tc.replaced)
+			}
+		})
+	}
+}
+
+// TestReloadHonoursExtendTimeout: a reload's new worker that asks for more time with
+// EXTEND_TIMEOUT_USEC gets it (the reload waits past listen_timeout), and one that does not
+// still aborts the reload at listen_timeout.
+func TestReloadHonoursExtendTimeout(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, mode string
+		ok         bool
+	}{
+		{"asks for the time", "extend:1200", true},
+		{"never ready", "notready", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			modeFile := filepath.Join(t.TempDir(), "mode")
+			os.WriteFile(modeFile, []byte("ok"), 0o600)
+			s := startCluster(t, Config{Instances: 1, ListenTimeout: Duration(500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
+			before := pids(s)
+			os.WriteFile(modeFile, []byte(tc.mode), 0o600)
+			start := time.Now()
+			err := s.Reload(context.Background())
+			if tc.ok && err != nil {
+				t.Fatalf("Reload = %v after %v, want it to wait for the extension", err, time.Since(start))
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "listen_timeout")) {
+				t.Fatalf("Reload = %v, want an error naming listen_timeout", err)
+			}
+			if replaced := !slices.Equal(pids(s), before); replaced != tc.ok {
+				t.Errorf("pids %v after Reload (before %v): want replaced %v", pids(s), before, tc.ok)
 			}
 		})
 	}

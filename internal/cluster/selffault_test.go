@@ -2,6 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -177,6 +181,7 @@ func TestSilenceKillsOneAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	stopped := time.Now()
 	var firstGone time.Time
 	waitFor(t, 10*time.Second, "one stopped worker killed", func() bool {
 		if gone(victims[0]) || gone(victims[1]) {
@@ -189,6 +194,8 @@ func TestSilenceKillsOneAtATime(t *testing.T) {
 		t.Fatal("both stopped workers killed at once")
 	}
 	waitFor(t, 10*time.Second, "the other killed too", func() bool { return gone(victims[0]) && gone(victims[1]) })
+	t.Logf("first killed %v after the stop, the second %v later (heartbeat_timeout %v)",
+		firstGone.Sub(stopped).Round(10*time.Millisecond), time.Since(firstGone).Round(10*time.Millisecond), hb)
 	if gap := time.Since(firstGone); gap < hb-300*time.Millisecond {
 		t.Errorf("second kill %v after the first, want about heartbeat_timeout (%v)", gap, hb)
 	}
@@ -209,6 +216,7 @@ func TestAllSilentKillsNone(t *testing.T) {
 		syscall.Kill(p, syscall.SIGCONT)
 	}
 	time.Sleep(300 * time.Millisecond)
+	t.Logf("%d workers stopped for 1.2 s (heartbeat_timeout 300 ms), then resumed together", len(before))
 	if got := pids(s); !slices.Equal(got, before) {
 		t.Errorf("workers %v, want the same %v", got, before)
 	}
@@ -216,4 +224,161 @@ func TestAllSilentKillsNone(t *testing.T) {
 		t.Error("the whole-cluster silence was not logged")
 	}
 	get(t, s.Addr())
+}
+
+// TestStaggeredWakeKillsNone: every worker silent at once, then they wake one after
+// another, a heartbeat_timeout apart: the first to answer does not make the others a
+// partial silence, and none is killed.
+func TestStaggeredWakeKillsNone(t *testing.T) {
+	t.Parallel()
+	hb := 400 * time.Millisecond
+	s, logs := startClusterOpts(t, Config{Instances: 3, StatsInterval: Duration(100 * time.Millisecond),
+		HeartbeatTimeout: Duration(hb)}, Options{})
+	before := pids(s)
+	for _, p := range before {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	t.Cleanup(func() {
+		for _, p := range before {
+			syscall.Kill(p, syscall.SIGCONT)
+		}
+	})
+	time.Sleep(3 * hb)
+	for i, p := range before {
+		if i > 0 {
+			time.Sleep(hb)
+		}
+		syscall.Kill(p, syscall.SIGCONT)
+	}
+	time.Sleep(hushGrace * hb)
+	t.Logf("%d workers woke %v apart after %v of silence", len(before), hb, 3*hb)
+	if got := pids(s); !slices.Equal(got, before) {
+		t.Errorf("workers %v after a staggered wake-up, want the same %v", got, before)
+	}
+	if strings.Contains(logs.String(), "missed its heartbeat") {
+		t.Error("a worker was killed for silence while the cluster woke")
+	}
+	if !strings.Contains(logs.String(), "woke from its silence") {
+		t.Error("the end of the whole-cluster silence was not logged")
+	}
+}
+
+// TestSilentAfterTheWakeIsKilled: after a whole-cluster silence, a worker that stays
+// silent once the others woke is still replaced, hushGrace heartbeat_timeouts after the
+// last of them.
+func TestSilentAfterTheWakeIsKilled(t *testing.T) {
+	t.Parallel()
+	hb := 400 * time.Millisecond
+	s := startCluster(t, Config{Instances: 3, StatsInterval: Duration(100 * time.Millisecond), HeartbeatTimeout: Duration(hb)})
+	before := pids(s)
+	for _, p := range before {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	t.Cleanup(func() { syscall.Kill(before[2], syscall.SIGCONT) })
+	time.Sleep(3 * hb)
+	syscall.Kill(before[0], syscall.SIGCONT)
+	syscall.Kill(before[1], syscall.SIGCONT)
+	woke := time.Now()
+	waitFor(t, 10*time.Second, "the worker still stopped killed", func() bool { return gone(before[2]) })
+	after := time.Since(woke)
+	t.Logf("the one still silent killed %v after the others woke", after.Round(time.Millisecond))
+	if after < hushGrace*hb-hb/2 {
+		t.Errorf("killed %v after the others woke, want about %d heartbeat_timeouts (%v)", after, hushGrace, hushGrace*hb)
+	}
+	if gone(before[0]) || gone(before[1]) {
+		t.Error("a worker that woke was killed")
+	}
+}
+
+// TestStopOnceDuringReload: a stop while a reload runs, then a second one (a second
+// signal: kill now): systemd hears STOPPING=1 once, and no READY=1 after it from the
+// reload that the stop ended.
+func TestStopOnceDuringReload(t *testing.T) {
+	t.Parallel()
+	n := &notifications{}
+	modeFile := filepath.Join(t.TempDir(), "mode")
+	os.WriteFile(modeFile, []byte("ok"), 0o600)
+	log, _ := testLogger(t)
+	wait := true
+	cfg := Config{Instances: 2, Command: []string{os.Args[0]}, Listen: "127.0.0.1:0", WaitReady: &wait,
+		ListenTimeout: Duration(10 * time.Second)}
+	s, err := New(cfg, Options{Notify: n.add, Logger: log, Environ: append(workerEnv(), "FAKE_MODE_FILE="+modeFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	waitFor(t, 10*time.Second, "READY=1", func() bool { return n.count("READY=1") == 1 })
+	os.WriteFile(modeFile, []byte("notready"), 0o600) // the reload's new worker never gets ready
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- s.Reload(context.Background()) }()
+	waitFor(t, 5*time.Second, "RELOADING=1", func() bool { return n.count("RELOADING=1") == 1 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background()) }() // waits for the reload
+	waitFor(t, 5*time.Second, "STOPPING=1", func() bool { return n.count("STOPPING=1") == 1 })
+	s.Kill() // the second signal
+	if err := <-reloaded; err == nil {
+		t.Error("the reload the stop ended reports success")
+	}
+	<-stopped
+	want := []string{"READY=1", "RELOADING=1", "STOPPING=1"}
+	if got := n.lifecycle(); !slices.Equal(got, want) {
+		t.Errorf("notifications %q, want %q", got, want)
+	}
+	if err := s.Reload(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("reload after the stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestUptimeAcrossStall: the restart budgets count a worker's uptime as the time the
+// supervisor itself ran while the worker lived, so that a crash loop does not look stable
+// across a stall of the supervisor. A worker that dies during the stall is therefore
+// counted up to the stall's start only: the supervisor cannot tell when, while it was
+// away, the worker died (wait(2) gives no time of death).
+func TestUptimeAcrossStall(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                  string
+		before, stall, killAt time.Duration // killAt: into the stall, or after it if > stall
+		wantUptime            time.Duration
+	}{
+		{"crash during the stall", 1200 * time.Millisecond, 2 * time.Second, 600 * time.Millisecond, 1200 * time.Millisecond},
+		{"crash after the stall", 600 * time.Millisecond, 1200 * time.Millisecond, 1800 * time.Millisecond, 1200 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, logs := startClusterOpts(t, Config{Instances: 1, StatsInterval: Duration(100 * time.Millisecond)}, Options{})
+			pid := pids(s)[0]
+			time.Sleep(c.before)
+			release := make(chan struct{})
+			s.post(func() { <-release })
+			if c.killAt < c.stall {
+				time.Sleep(c.killAt)
+				syscall.Kill(pid, syscall.SIGKILL)
+				time.Sleep(c.stall - c.killAt)
+				close(release)
+			} else {
+				time.Sleep(c.stall)
+				close(release)
+				time.Sleep(c.killAt - c.stall)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			var m []string
+			waitFor(t, 5*time.Second, "the crash logged", func() bool {
+				m = regexp.MustCompile(`worker crashed\t.*"uptime": "([^"]+)"`).FindStringSubmatch(logs.String())
+				return m != nil
+			})
+			up, err := time.ParseDuration(m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("lived %v, counted %v", c.before+c.killAt, up)
+			if d := up - c.wantUptime; d < -400*time.Millisecond || d > 400*time.Millisecond {
+				t.Errorf("uptime counted %v, want about %v (lived %v, the supervisor away %v)", up, c.wantUptime, c.before+c.killAt, c.stall)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -228,5 +229,63 @@ func TestSteeringRoundRobinRequired(t *testing.T) {
 	defer s.Kill()
 	if s.Steering() != steering.KindRoundRobin {
 		t.Fatalf("started with steering %q", s.Steering())
+	}
+}
+
+// TestSteeringQueueLeavesBackoffWhenAnotherComesBack: both workers crash, one after the
+// other. While neither is up, new connections queue on the socket of the last one to
+// crash (the only one left open). When the first comes back, that socket closes and its
+// queue moves to it, instead of waiting out the second one's backoff: every connection is
+// answered by slot 0, none by slot 1's next worker.
+func TestSteeringQueueLeavesBackoffWhenAnotherComesBack(t *testing.T) {
+	t.Parallel()
+	s := steeredCluster(t, Config{Instances: 2, ExpBackoffRestartDelay: Duration(2 * time.Second)})
+	migrates := false
+	s.call(func() { migrates = s.steer.Migrates() })
+	if !migrates {
+		t.Skip("kernel before 5.14: the program cannot move a closing socket's queue")
+	}
+	rows := s.Status()
+	if err := syscall.Kill(rows[0].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "slot 0 waiting out its backoff", func() bool {
+		return s.Status()[0].Status == StateWaitingRestart
+	})
+	time.Sleep(500 * time.Millisecond) // slot 1's restart comes well after slot 0's
+	if err := syscall.Kill(rows[1].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "slot 1 waiting out its backoff", func() bool {
+		return s.Status()[1].Status == StateWaitingRestart
+	})
+	if st := s.Status()[0].Status; st != StateWaitingRestart {
+		t.Skipf("slot 0 is %s already: the machine was too slow for the two crashes to overlap", st)
+	}
+	answers := make([]string, 10)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			c, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+			if err != nil {
+				answers[i] = err.Error()
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+			b, err := io.ReadAll(c)
+			if j := strings.Index(string(b), "slot "); j >= 0 {
+				answers[i] = "slot " + strings.Fields(string(b[j:]))[1]
+			} else {
+				answers[i] = fmt.Sprintf("no answer (%v)", err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a != "slot 0" {
+			t.Errorf("connection %d: %s, want slot 0 (slot 1's socket should have given up its queue when slot 0 came back)", i, a)
+		}
 	}
 }

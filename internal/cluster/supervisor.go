@@ -1,7 +1,9 @@
 // Package cluster is a prefork supervisor in the manner of PM2's cluster mode: it keeps N
 // worker processes, one per slot, each serving its own SO_REUSEPORT listening socket that
-// the supervisor created and keeps open, so that a restarted or reloaded worker inherits
-// the same accept queue and no queued connection is reset.
+// the supervisor created and holds, so that no queued connection is reset: a restarted or
+// reloaded worker inherits the slot's socket and its queue, or, where the steering program
+// can move a closing socket's queue to the live sockets, the slot closes it and the next
+// worker gets a fresh one (see below).
 //
 // The slot table and the restart budgets belong to one goroutine, the loop: every change is
 // a function sent to it over a channel, including the events of the workers (ready, stats,
@@ -36,6 +38,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/sdnotify"
 	"github.com/onehost/onehost/internal/steering"
 )
@@ -55,7 +58,8 @@ type Options struct {
 	WorkerLog func(slot int) io.Writer
 	// Notify, when set, receives the cluster's life as systemd notifications (sd_notify(3),
 	// internal/sdnotify): "READY=1" once every slot is online or errored after Start,
-	// "RELOADING=1" and "READY=1" around a rolling reload, "STOPPING=1", a one-line
+	// "RELOADING=1" and "READY=1" around a rolling reload, "STOPPING=1" once (neither
+	// "READY=1" nor "RELOADING=1" after it), a one-line
 	// "STATUS=" whenever the summary changes (checked each stats_interval), and
 	// "WATCHDOG=1" every Watchdog. Called from the supervisor's goroutines; must not block.
 	Notify func(state string)
@@ -145,6 +149,9 @@ type Supervisor struct {
 
 	steer     *steering.Group // nil: the kernel's hash
 	steerKind string          // steering.KindRoundRobin or KindHash; fixed at Start
+	// steerHashed: the program is attached but its live list is empty because a socket
+	// could not join its map, so the kernel's hash decides (updateSteering).
+	steerHashed atomic.Bool
 
 	clock *stallClock // the supervisor's own absences (stall.go); set at Start
 
@@ -153,8 +160,10 @@ type Supervisor struct {
 	// loop-owned
 	lastSilenceKill time.Time     // the last worker killed for silence
 	lastAllSilent   time.Time     // the last "every worker silent" log line
+	hush            *hush         // a whole-cluster silence the cluster is waking from; nil: none
 	stallSeen       time.Duration // the stall clock's total the loop has reacted to
 	readySent       bool          // READY=1 went out after Start
+	stopAnnounced   bool          // STOPPING=1 went out: no READY=1 or RELOADING=1 after it
 	signals         bool          // some worker signalled readiness: wait for every later one
 	spawned         uint64        // workers started, for unique notify socket names
 	notifyDir       string        // the workers' sd_notify sockets live here; "" if none
@@ -290,7 +299,14 @@ func (s *Supervisor) Counters() Counters {
 
 // Steering says how new connections are steered: steering.KindRoundRobin ("bpf-rr") or
 // steering.KindHash ("hash"). Fixed once Start returned.
-func (s *Supervisor) Steering() string { return s.steerKind }
+// A socket the program's map refused leaves every connection to the hash (see
+// updateSteering): then it says so, though the program stays attached.
+func (s *Supervisor) Steering() string {
+	if s.steerHashed.Load() {
+		return steering.KindHash
+	}
+	return s.steerKind
+}
 
 // register puts a slot's new socket in the steering group, reporting whether it is there.
 // A socket the group refuses still serves, by the kernel's hash.
@@ -333,25 +349,39 @@ func (s *Supervisor) openSocket(sl *slot) error {
 
 // updateSteering rewrites the steering program's list of live slots: those whose current
 // worker is online on the slot's socket (loop only; the loop calls it after every event).
+// Then, while some slot is live, a slot waiting out a restart backoff gives up its socket
+// (see giveUpQueue): whether it crashed while others served, failed to start, or was
+// the last one up when it crashed and others have come back since.
 func (s *Supervisor) updateSteering() {
 	if s.steer == nil {
 		return
 	}
 	var live []int
+	hashed := false
 	for _, id := range s.slotIDs() {
 		sl := s.slots[id]
 		if sl.file != nil && !sl.steered {
 			// A socket the program's map refused would never be chosen: leave them
 			// all to the hash until it is gone (register logged why).
-			live = nil
+			live, hashed = nil, true
 			break
 		}
 		if sl.file != nil && sl.cur != nil && sl.cur.state == StateOnline {
 			live = append(live, id)
 		}
 	}
+	s.steerHashed.Store(hashed)
 	if err := s.steer.SetLive(live); err != nil {
 		s.log.Error("steering: update the live slots", zap.Error(err))
+		return
+	}
+	if len(live) == 0 || !s.steer.Migrates() {
+		return
+	}
+	for _, id := range s.slotIDs() {
+		if sl := s.slots[id]; sl.cur == nil && sl.state == StateWaitingRestart {
+			s.giveUpQueue(sl)
+		}
 	}
 }
 
@@ -420,7 +450,7 @@ func groupThousands(n int64) string {
 // notifyReady sends READY=1 once every slot's first worker is online or its slot errored
 // (loop only).
 func (s *Supervisor) notifyReady() {
-	if s.readySent || s.stopping || len(s.slots) == 0 {
+	if s.readySent || s.stopping || s.stopAnnounced || len(s.slots) == 0 {
 		return
 	}
 	for _, sl := range s.slots {
@@ -521,25 +551,35 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	}
 	// Its own process group, so that SIGKILL after kill_timeout reaches the children it
 	// forked too (gunicorn's, for one), and a terminal's ^C reaches the supervisor alone,
-	// which stops its workers in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// which stops its workers in order. Outside our group nothing kills it when the
+	// supervisor is killed -9, so it gets SIGKILL when we die (PR_SET_PDEATHSIG, kept across
+	// the shim's exec): else a program that does not speak our ipc would serve on and hold
+	// the port. The kernel sends it when the forking *thread* ends, which a Go thread does
+	// only when a goroutine locked to it (runtime.LockOSThread) returns without unlocking:
+	// nothing in the supervisor does (cilium/ebpf unlocks after its syscalls), so the
+	// thread lives as long as the process and no LockOSThread is needed here. The leader
+	// alone gets it: children it forked go with it only if they watch it (gunicorn's do).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	env := slices.Clone(s.opt.Environ)
 	for k, v := range s.cfg.Env {
 		env = append(env, k+"="+v)
 	}
 	// The descriptors: the socket first (socket activation: fds from 3, LISTEN_FDS of
-	// them), then our ipc, then Node's channel; variables of our own environment that
-	// would say otherwise are overridden, set empty.
+	// them), then our ipc, then Node's channel. Variables of our own environment that
+	// would say otherwise are removed (unset), not set empty: gunicorn reads
+	// int(os.environ.get('LISTEN_FDS', 0)) and dies on "".
+	var unset []string
 	if s.cfg.SelfBind {
 		// The worker binds HOST:PORT itself (with SO_REUSEPORT).
 		host, port, _ := net.SplitHostPort(s.addr)
 		cmd.ExtraFiles = []*os.File{child}
-		env = append(env, ipc.EnvListenFDs+"=", "LISTEN_FDNAMES=", "LISTEN_PID=", "HOST="+host, "PORT="+port)
+		unset = append(unset, ipc.EnvListenFDs, "LISTEN_FDNAMES", "LISTEN_PID")
+		env = append(env, "HOST="+host, "PORT="+port)
 	} else {
 		cmd.ExtraFiles = []*os.File{sock, child}
 		env = append(env, ipc.EnvListenFDs+"=1", "LISTEN_FDNAMES=http")
 		if len(s.opt.ListenPIDShim) == 0 {
-			env = append(env, "LISTEN_PID=")
+			unset = append(unset, "LISTEN_PID")
 		}
 	}
 	env = append(env, ipc.EnvFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
@@ -556,7 +596,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, childEnd)
 		env = append(env, "NODE_CHANNEL_FD="+strconv.Itoa(2+len(cmd.ExtraFiles)), "NODE_CHANNEL_SERIALIZATION_MODE=json")
 	} else {
-		env = append(env, "NODE_CHANNEL_FD=")
+		unset = append(unset, "NODE_CHANNEL_FD", "NODE_CHANNEL_SERIALIZATION_MODE")
 	}
 	var notify *notifySocket
 	if s.notifyDir != "" {
@@ -568,17 +608,18 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	if notify != nil {
 		env = append(env, "NOTIFY_SOCKET="+notify.path)
 	} else {
-		env = append(env, "NOTIFY_SOCKET=")
+		unset = append(unset, "NOTIFY_SOCKET")
 	}
+	unset = append(unset, "WATCHDOG_PID")
 	if wd := s.cfg.WatchdogSec.D(); wd > 0 {
-		env = append(env, "WATCHDOG_USEC="+strconv.FormatInt(wd.Microseconds(), 10), "WATCHDOG_PID=")
+		env = append(env, "WATCHDOG_USEC="+strconv.FormatInt(wd.Microseconds(), 10))
 	} else {
-		env = append(env, "WATCHDOG_USEC=", "WATCHDOG_PID=")
+		unset = append(unset, "WATCHDOG_USEC")
 	}
 	env = append(env,
 		ipc.EnvWorkerID+"="+strconv.Itoa(sl.id), ipc.EnvWorkerCount+"="+strconv.Itoa(s.count),
 		"GOMAXPROCS="+strconv.Itoa(s.cfg.WorkerGOMAXPROCS))
-	cmd.Env = env
+	cmd.Env = withoutVars(env, unset...)
 	closeChannels := func() {
 		if node != nil {
 			node.f.Close()
@@ -622,13 +663,14 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	if fresh {
 		p.socket = sock
 	}
+	// SIGKILL to the process (a no-op once it was reaped: os.Process knows) and to its
+	// whole group, even after the leader exited: the group, and its id, live on while any
+	// member does (a child it forked and left behind), and Linux gives no new process a pid
+	// still in use as a group's id. Once the group is empty the signal finds nobody (the
+	// id could be reused by a new group leader only after the pids wrapped around).
 	p.kill = func() {
-		select {
-		case <-p.exited: // its pid, and so its group's id, may be someone else's now
-		default:
-			cmd.Process.Kill()
-			syscall.Kill(-pid, syscall.SIGKILL) // the children it forked
-		}
+		cmd.Process.Kill()
+		syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	s.procs[p] = struct{}{}
 	log.Info("worker started")
@@ -656,6 +698,17 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	return p, nil
 }
 
+// withoutVars returns env without the variables named (every entry KEY=... of those keys).
+func withoutVars(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(keys, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // read forwards the worker's messages to the loop.
 func (s *Supervisor) read(p *proc) {
 	for {
@@ -675,6 +728,7 @@ func (s *Supervisor) read(p *proc) {
 func (s *Supervisor) poll(p *proc) {
 	t := time.NewTicker(s.cfg.StatsInterval.D())
 	defer t.Stop()
+	var tree *procstat.Tree // this goroutine's; made at the first tick
 	for {
 		select {
 		case <-p.exited:
@@ -694,9 +748,25 @@ func (s *Supervisor) poll(p *proc) {
 		if speaks { // a program that never spoke ipc is not asked (nor judged): it may not read it
 			p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
 		}
-		ticks, rss, err := procSample(p.pid)
-		if err != nil {
-			continue
+		// The worker's whole process tree, not the main process alone: a gunicorn's forked
+		// workers are most of its CPU and memory, and max_memory_restart must see them.
+		// Tree rescans all of /proc only every few readings, so this stays cheap.
+		if tree == nil {
+			tree, _ = procstat.NewTree(procstat.TreeConfig{PID: p.pid})
+		}
+		var ticks uint64
+		var rss int64
+		if tree != nil {
+			u, err := tree.Read()
+			if err != nil {
+				continue
+			}
+			ticks, rss = uint64(u.CPU/(time.Second/clockTicks)), u.RSS
+		} else { // gone before its first reading, or no /proc: the process alone, if any
+			var err error
+			if ticks, rss, err = procSample(p.pid); err != nil {
+				continue
+			}
 		}
 		now := time.Now()
 		s.post(func() { s.sample(p, now, ticks, rss) })
@@ -773,7 +843,7 @@ func stallAllowance(statsInterval time.Duration) time.Duration {
 // then every clock restarts. At most one worker is killed for silence per
 // heartbeat_timeout, and none when every worker of two or more is silent at once: that is
 // the host's or the supervisor's trouble, and killing them all would turn it into an
-// outage.
+// outage. Nor while the cluster wakes from such a silence, one worker after another (hush).
 func (s *Supervisor) check() {
 	now := time.Now()
 	// Another judge (a reload) may have observed the stall first: react to the total.
@@ -816,16 +886,31 @@ func (s *Supervisor) check() {
 			p.kill()
 		}
 	}
-	if len(silent) == 0 {
-		return
-	}
 	hb := s.cfg.HeartbeatTimeout.D()
 	if online >= 2 && len(silent) == online {
+		if s.hush == nil {
+			s.hush = newHush(now)
+		}
+		s.hush.silent(silent)
 		if now.Sub(s.lastAllSilent) >= hb {
 			s.lastAllSilent = now
 			s.log.Error("every worker is silent at once: the host or the supervisor is in trouble, not the workers; killing none",
 				zap.Int("workers", online), zap.Duration("heartbeat_timeout", hb))
 		}
+		return
+	}
+	// After a whole-cluster silence the workers wake one after another, and the first to
+	// answer would make the rest look like a partial silence: judge none until each has
+	// been heard from again, or until they stopped waking (hush.over).
+	if s.hush != nil {
+		if !s.hush.over(now, hb, func(p *proc) bool { _, live := s.procs[p]; return live && p.state == StateOnline }) {
+			return
+		}
+		s.log.Info("the cluster woke from its silence: judging heartbeats again", zap.Int("still_silent", len(s.hush.members)-s.hush.woken),
+			zap.Duration("silence_began", now.Sub(s.hush.since)))
+		s.hush = nil
+	}
+	if len(silent) == 0 {
 		return
 	}
 	if now.Sub(s.lastSilenceKill) < hb {
@@ -850,11 +935,23 @@ func (s *Supervisor) exited(p *proc) {
 		}
 	}
 	p.retired, p.socket = nil, nil
-	if p.drainTimer != nil {
-		p.drainTimer.Stop()
+	if p.drainTimer == nil {
+		// It exited unasked (a crash) or was killed: what it forked and left in its group
+		// would serve on beside its successor, holding the socket; it is stopped as systemd
+		// stops the rest of a service whose main process exited: kill_signal now, SIGKILL
+		// after kill_timeout. (A drained worker's timer does this at its kill_timeout.)
+		sig, _ := parseSignal(s.cfg.KillSignal) // validated
+		if syscall.Kill(-p.pid, sig) == nil {
+			p.log.Warn("worker exited leaving processes in its group: kill_signal to them", zap.String("signal", s.cfg.KillSignal))
+			time.AfterFunc(s.cfg.KillTimeout.D(), func() { syscall.Kill(-p.pid, syscall.SIGKILL) })
+		}
 	}
-	// Uptime as the restart budgets see it: the supervisor's own stalls meanwhile do not
-	// make a worker that crashed young look stable.
+	// Uptime as the restart budgets see it: the time the supervisor itself ran while the
+	// worker lived, so that its own stalls meanwhile do not make a worker that crashed young
+	// look stable. A worker that died during a stall is seen dead only after it, and the
+	// whole stall is left out: its uptime is understated by the part it lived through (wait
+	// tells no time of death), which errs toward unstable, as the stall hides whether it
+	// crashed young (TestUptimeAcrossStall).
 	_, stalls := s.clock.observe(time.Now())
 	up := time.Since(p.started) - (stalls - p.stallsAtStart)
 	sl := s.slots[p.slot]
@@ -868,8 +965,7 @@ func (s *Supervisor) exited(p *proc) {
 		return
 	}
 	p.log.Warn("worker crashed", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
-	s.giveUpQueue(sl)
-	s.crashed(sl, up)
+	s.crashed(sl, up) // the loop's updateSteering then gives up the slot's queue
 }
 
 // crashed schedules the slot's restart with backoff, or marks it errored (loop only).
@@ -914,16 +1010,14 @@ func (s *Supervisor) separateGenerations() bool {
 	return s.steer != nil && s.steer.Migrates() && !s.cfg.SelfBind
 }
 
-// giveUpQueue closes a crashed slot's socket when the steering program moves what is
-// queued there to a live slot (loop only): otherwise those connections would wait out the
-// restart backoff, seconds once crashes repeat. The next worker gets a fresh socket. A
-// slot that is the only live one keeps its socket: its queue has nowhere else to go.
+// giveUpQueue closes the socket of a slot whose worker is gone (loop only, from
+// updateSteering, which has just taken the slot off the live list and found another slot
+// live): the steering program moves what is queued there to a live slot as it closes,
+// where otherwise those connections would wait out the restart backoff, seconds once
+// crashes repeat. The slot's next worker gets a fresh socket. While no slot is live the
+// socket stays: its queue has nowhere else to go.
 func (s *Supervisor) giveUpQueue(sl *slot) {
-	if s.steer == nil || !s.steer.Migrates() || sl.file == nil {
-		return
-	}
-	s.updateSteering() // out of the list before it closes
-	if len(s.steer.Live()) == 0 {
+	if sl.file == nil {
 		return
 	}
 	sl.file.Close()
@@ -981,9 +1075,14 @@ func (s *Supervisor) drainAfter(p *proc, grace time.Duration) {
 			stop()
 		}
 	}
+	// Left armed when the worker exits (exited does not stop it): at kill_timeout it also
+	// kills what the worker forked and left behind in its group.
 	p.drainTimer = time.AfterFunc(grace+s.cfg.KillTimeout.D(), func() {
 		select {
 		case <-p.exited:
+			if syscall.Kill(-p.pid, syscall.SIGKILL) == nil {
+				p.log.Warn("worker's children still running after kill_timeout: SIGKILL to its process group")
+			}
 		default:
 			p.log.Warn("worker still running after kill_timeout: SIGKILL")
 			p.kill()
@@ -1089,12 +1188,20 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 	s.ops.Lock()
 	defer s.ops.Unlock()
 	var ids []int
-	if !s.call(func() { ids = s.slotIDs() }) || s.stopping {
+	stopped := true
+	s.call(func() {
+		// A stop already announced (it may wait for ops too) refuses the reload, so that
+		// systemd hears no RELOADING=1 after STOPPING=1.
+		if stopped = s.stopping || s.stopAnnounced; !stopped {
+			ids = s.slotIDs()
+			s.notify(sdnotify.Reloading())
+		}
+	})
+	if stopped {
 		return ErrStopped
 	}
 	s.log.Info("rolling reload", zap.Ints("slots", ids))
 	s.reloads.Add(1)
-	s.notify(sdnotify.Reloading())
 	for i, id := range ids {
 		if err := s.reloadSlot(ctx, id, nil); err != nil {
 			s.log.Error("reload aborted: the remaining workers keep serving", zap.Int("slot", id), zap.Error(err))
@@ -1110,18 +1217,20 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 }
 
 // notifyReloaded ends a reload for systemd: READY=1 (the service serves either way) with
-// the summary, or why the reload was aborted.
+// the summary, or why the reload was aborted. Not after STOPPING=1 (a stop that waited
+// for this reload): systemd would take the service for running again.
 func (s *Supervisor) notifyReloaded(aborted string) {
-	st := aborted
-	if !s.call(func() {
+	s.call(func() {
+		if s.stopAnnounced {
+			return
+		}
+		st := aborted
 		if st == "" {
 			st = s.summary()
 		}
 		s.lastStatus = st
-	}) {
-		return
-	}
-	s.notify("READY=1\n" + sdnotify.Status(st))
+		s.notify("READY=1\n" + sdnotify.Status(st))
+	})
 }
 
 // reloadSlot replaces the slot's worker (if only is not nil, only while it is still the
@@ -1173,6 +1282,14 @@ wait:
 			if _, total := s.clock.observe(time.Now()); total > away {
 				t.Reset(total - away)
 				away = total
+				continue
+			}
+			// Nor does the time it asked for (EXTEND_TIMEOUT_USEC moves its start clock, as
+			// for a worker started outside a reload).
+			var left time.Duration
+			s.call(func() { left = time.Until(np.startClock.Add(s.cfg.ListenTimeout.D())) })
+			if left > 0 {
+				t.Reset(left)
 				continue
 			}
 			strict := true
@@ -1320,16 +1437,21 @@ func (s *Supervisor) Stop(ctx context.Context) error { return s.stop(ctx, false)
 func (s *Supervisor) Kill() error { return s.stop(context.Background(), true) }
 
 func (s *Supervisor) stop(ctx context.Context, now bool) error {
-	s.notify("STOPPING=1")
-	if now {
-		// Do not wait for a running Reload or Scale: killing its workers ends it.
-		s.call(func() {
+	s.call(func() {
+		// STOPPING=1 once, however many stops are asked for (a second signal means now),
+		// and in the loop, which sends every READY=1: none can follow it.
+		if !s.stopAnnounced {
+			s.stopAnnounced = true
+			s.notify("STOPPING=1")
+		}
+		if now {
+			// Do not wait for a running Reload or Scale: killing its workers ends it.
 			s.stopping = true
 			for p := range s.procs {
 				p.kill()
 			}
-		})
-	}
+		}
+	})
 	s.ops.Lock()
 	defer s.ops.Unlock()
 	var procs []*proc

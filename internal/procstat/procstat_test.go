@@ -408,3 +408,46 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+// TestTree reads a generated tree through a fork between scans, a reaped child and the
+// root's exit: the CPU counts each process's whole time, a child born between scans is
+// counted at the next, and nothing already counted is lost when a child is reaped.
+func TestTree(t *testing.T) {
+	root := t.TempDir()
+	const host = "cpu 0 0 0 0 0 0 0 0 0 0"
+	writeTree(t, root, host, fakeProc{pid: 10, ppid: 1, start: 5, u: 100, s: 50, residentPages: 10})
+	tr, err := NewTree(TreeConfig{PID: 10, Root: root, Rescan: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := int64(os.Getpagesize())
+	steps := []struct {
+		name  string
+		procs []fakeProc
+		cpu   time.Duration
+		rss   int64
+		n     int
+	}{
+		{"root alone, its whole time", []fakeProc{{pid: 10, ppid: 1, start: 5, u: 100, s: 50, residentPages: 10}}, 1500 * time.Millisecond, 10 * pg, 1},
+		{"a child forked: not scanned yet", []fakeProc{{pid: 10, ppid: 1, start: 5, u: 110, s: 50, residentPages: 10}, {pid: 11, ppid: 10, start: 7, u: 20, residentPages: 5}}, 1600 * time.Millisecond, 10 * pg, 1},
+		{"the scan finds it, with its time", []fakeProc{{pid: 10, ppid: 1, start: 5, u: 110, s: 50, residentPages: 10}, {pid: 11, ppid: 10, start: 7, u: 30, residentPages: 5}}, 1900 * time.Millisecond, 15 * pg, 2},
+		{"the child reaped", []fakeProc{{pid: 10, ppid: 1, start: 5, u: 110, s: 50, cu: 40, residentPages: 10}}, 2000 * time.Millisecond, 10 * pg, 1},
+	}
+	for _, st := range steps {
+		writeTree(t, root, host, st.procs...)
+		u, err := tr.Read()
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if u.CPU != st.cpu || u.RSS != st.rss || u.Procs != st.n {
+			t.Errorf("%s: got cpu %v rss %d procs %d, want %v %d %d", st.name, u.CPU, u.RSS, u.Procs, st.cpu, st.rss, st.n)
+		}
+	}
+	writeTree(t, root, host)
+	if _, err := tr.Read(); err == nil {
+		t.Error("Read of a tree with no process left: want an error")
+	}
+	if _, err := NewTree(TreeConfig{PID: 99, Root: root}); err == nil {
+		t.Error("NewTree of a missing process: want an error")
+	}
+}
