@@ -12,6 +12,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.48.0
 	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/libc v1.80.1
 	modernc.org/sqlite v1.62.0

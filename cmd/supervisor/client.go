@@ -67,12 +67,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	} else if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected argument %q", cmd, fs.Arg(0))
 	}
-	c := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", *socket)
-		},
-	}}
+	c := controlClient(*socket)
 	method, path := "POST", "/"+cmd
 	switch cmd {
 	case "status":
@@ -146,6 +141,16 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		fmt.Fprintln(stdout, "stopping")
 	}
 	return nil
+}
+
+// controlClient is an HTTP client whose every request goes to the control socket.
+func controlClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
 }
 
 // printTable prints the status as `pm2 ls` does.

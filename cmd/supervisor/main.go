@@ -10,6 +10,7 @@
 //	supervisor scale N|+N|-N [-socket PATH]
 //	supervisor stop [-socket PATH]
 //	supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]
+//	supervisor monit [-interval 1s] [-once] [-socket PATH]
 //
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
@@ -18,6 +19,7 @@
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
 // (`curl --unix-socket PATH http://x/status`). `logs` prints the last lines the supervisor
 // keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
+// `monit` is a live view of the workers and the host on the terminal, as `pm2 monit`.
 //
 // Signals to `run`: HUP reloads, TERM or INT stops gracefully (a second one stops at once),
 // TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate).
@@ -46,7 +48,8 @@ const usage = `usage:
   supervisor reload [-socket PATH]
   supervisor scale N|+N|-N [-socket PATH]
   supervisor stop [-socket PATH]
-  supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]`
+  supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]
+  supervisor monit [-interval 1s] [-once] [-socket PATH]`
 
 // run is the whole program, so tests can call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCluster(ctx, args[1:], getenv, stderr)
 	case "status", "reload", "scale", "stop", "logs":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "monit":
+		return runMonit(ctx, args[1:], getenv, stdout, stderr)
 	case listenPIDShim: // not in the usage: the supervisor's own, between it and a worker
 		return execWithListenPID(args[1:])
 	case "-h", "-help", "--help", "help":
