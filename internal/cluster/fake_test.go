@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 // says ready), "sdnotify" (says READY=1 over NOTIFY_SOCKET instead), "watchdog" (and
 // WATCHDOG=1 every 50 ms for WATCHDOG_STOP_MS, then nothing), "crash:MS" (exits 3
 // after MS ms), "alloc:MB" (holds MB of touched memory), "extend:MS" (asks for MS+1000 ms
-// more with EXTEND_TIMEOUT_USEC, says ready over ipc MS ms later). FAKE_ENV_FILE names a file it
+// more with EXTEND_TIMEOUT_USEC, says ready over ipc MS ms later), "sdstopping:SLOT" (READY=1
+// over NOTIFY_SOCKET; the worker of that slot then says STOPPING=1). FAKE_ENV_FILE names a file it
 // writes its environment to, one variable a line.
 func fakeWorker() {
 	mode := os.Getenv("FAKE_MODE")
@@ -116,8 +117,17 @@ func fakeWorker() {
 		}
 		time.Sleep(time.Duration(d) * time.Millisecond)
 	}
+	if slot, ok := strings.CutPrefix(mode, "sdstopping:"); ok { // READY=1; the slot named says STOPPING=1 and serves on
+		mode = "sdstopping"
+		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
+			c.Write([]byte("READY=1"))
+			if os.Getenv(ipc.EnvWorkerID) == slot {
+				time.AfterFunc(100*time.Millisecond, func() { c.Write([]byte("STOPPING=1\nSTATUS=draining")) })
+			}
+		}
+	}
 	switch mode {
-	case "notready":
+	case "notready", "sdstopping":
 	case "sdnotify": // ready as a systemd service says it, and nothing over our ipc
 		if c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET")); err == nil {
 			c.Write([]byte("READY=1\nSTATUS=fake serving\nX_UNKNOWN=1"))

@@ -48,10 +48,14 @@ type proc struct {
 	node   *nodeChannel  // its Node IPC channel; nil unless the program is Node
 
 	// loop-owned
-	retired       *os.File  // the slot's previous socket, closed when this (old) worker exits
-	lastWatchdog  time.Time // its last sd_notify WATCHDOG=1 (zero: never sent one)
-	speaksIPC     bool      // it has sent an ipc message: it is asked for stats and judged by them
-	statusText    string    // its last sd_notify STATUS=
+	retired      *os.File  // the slot's previous socket, closed when this (old) worker exits
+	lastWatchdog time.Time // its last sd_notify WATCHDOG=1 (zero: never sent one)
+	speaksIPC    bool      // it has sent an ipc message: it is asked for stats and judged by them
+	statusText   string    // its last sd_notify STATUS=
+	// says is what its sd_notify said of its own state since its last READY=1: "stopping"
+	// (STOPPING=1: it takes no new connections from the steering) or "reloading"
+	// (RELOADING=1); "" otherwise.
+	says          string
 	state         string
 	candidate     bool // started by a reload and not yet promoted
 	readyAt       time.Time

@@ -115,6 +115,7 @@ func (s *Supervisor) notified(p *proc, m notifyMsg) {
 	now := time.Now()
 	if m.ready {
 		s.becameReady(p, readyNotify)
+		p.says = "" // READY=1 ends a reload (systemd's rule), and whatever was said before
 	}
 	if m.watchdog {
 		p.lastHeard, p.lastWatchdog = now, now
@@ -130,10 +131,16 @@ func (s *Supervisor) notified(p *proc, m notifyMsg) {
 			p.startClock = at
 		}
 	}
-	if m.stopping {
-		p.log.Info("worker says it is stopping")
+	// A program stopping of its own accord (systemd's STOPPING=1) gets no new connections
+	// from the steering program from now on (updateSteering), as systemd stops sending a
+	// stopping service its sockets' connections; its exit is then a crash like any other.
+	// RELOADING=1 is shown in status until the READY=1 that ends it.
+	if m.stopping && p.says != "stopping" {
+		p.says = "stopping"
+		p.log.Info("worker says it is stopping: no new connections are steered to it")
 	}
-	if m.reloading {
+	if m.reloading && !m.ready && p.says == "" {
+		p.says = "reloading"
 		p.log.Info("worker says it is reloading")
 	}
 	if m.mainPID != 0 && m.mainPID != p.pid {

@@ -289,3 +289,21 @@ func TestSteeringQueueLeavesBackoffWhenAnotherComesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSteeringSkipsStoppingWorker: a program that says STOPPING=1 over sd_notify (and
+// serves on, as one draining would) gets no new connection; status shows what it said.
+func TestSteeringSkipsStoppingWorker(t *testing.T) {
+	t.Parallel()
+	s := steeredCluster(t, Config{Instances: 2}, "FAKE_MODE=sdstopping:0")
+	waitFor(t, 5*time.Second, "slot 0 saying it is stopping", func() bool {
+		return s.Status()[0].Note == "stopping: draining"
+	})
+	for range 8 {
+		if slot := keepAlive(t, s.Addr()); slot != "1" {
+			t.Fatalf("slot %s took a new connection, want slot 1 only: slot 0 said STOPPING=1", slot)
+		}
+	}
+	if r := s.Status()[0]; r.Status != StateOnline || r.Restarts != 0 {
+		t.Errorf("slot 0: %+v, want online, not restarted (it stops on its own time)", r)
+	}
+}

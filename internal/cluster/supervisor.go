@@ -366,7 +366,7 @@ func (s *Supervisor) updateSteering() {
 			live, hashed = nil, true
 			break
 		}
-		if sl.file != nil && sl.cur != nil && sl.cur.state == StateOnline {
+		if sl.file != nil && sl.cur != nil && sl.cur.state == StateOnline && sl.cur.says != "stopping" {
 			live = append(live, id)
 		}
 	}
@@ -1138,6 +1138,9 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes = p.writes
 				r.Note = p.statusText
+				if p.says != "" { // what it said of its state, then its STATUS=
+					r.Note = strings.TrimSuffix(p.says+": "+p.statusText, ": ")
+				}
 			}
 			rows = append(rows, r)
 		}
