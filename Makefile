@@ -159,9 +159,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
 	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
-	for f in FuzzParseAutocannon FuzzParseWrk FuzzParsePIDStat FuzzParseHostStat FuzzParseNetDev FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile FuzzParseScaleCSV; do \
+	for f in FuzzParseAutocannon FuzzParseWrk FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile FuzzParseScaleCSV; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/ceiling/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseQdisc$$' -fuzztime 10s ./internal/ceiling/linkshape/
+	for f in FuzzParseStat FuzzParseCPUs FuzzParseHostStat FuzzParseNetDev; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/procstat/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime 30s ./internal/frontproxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseVersion$$' -fuzztime 10s ./internal/frontproxy/
 

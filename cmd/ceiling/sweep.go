@@ -198,7 +198,7 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
 		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker,
 		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin,
-		Pin: selfPin(self), Logger: log,
+		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, ceiling.ProgressFile),
 		Report: func(r ceiling.Run) {
 			fmt.Fprintln(stdout, r.Line())
 			ceiling.AppendJSONLine(p.jsonl, r)

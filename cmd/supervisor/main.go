@@ -19,7 +19,8 @@
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
 // (`curl --unix-socket PATH http://x/status`). `logs` prints the last lines the supervisor
 // keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
-// `monit` is a live view of the workers and the host on the terminal, as `pm2 monit`.
+// `monit` is a live view of the workers and the host on the terminal, as `pm2 monit`;
+// `run -dashboard HOST:PORT` serves the same figures as a web page of live charts.
 //
 // Signals to `run`: HUP reloads, TERM or INT stops gracefully (a second one stops at once),
 // TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate).

@@ -334,6 +334,7 @@ func TestClientArgumentErrors(t *testing.T) {
 		{"scale -1 before the flags", []string{"scale", "-1", "-socket", sock}, "is `supervisor run` running?"},
 		{"socket path too long", []string{"status", "-socket", long}, "a unix socket path holds at most 107"},
 		{"run with a socket path too long", []string{"run", "-socket", long}, "a unix socket path holds at most 107"},
+		{"dashboard-ceiling without -dashboard", []string{"run", "-socket", sock, "-dashboard-ceiling", "data/ceiling"}, "needs -dashboard HOST:PORT"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

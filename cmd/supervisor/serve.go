@@ -72,12 +72,17 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logPath := fs.String("log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
 	metricsAddr := fs.String("metrics", "", "also serve Prometheus metrics at http://HOST:PORT/metrics (always on the control socket's /metrics)")
+	dashboardAddr := fs.String("dashboard", "", "serve a live dashboard page at http://HOST:PORT/ (off by default; no login: bind it to a trusted network)")
+	dashboardCeiling := fs.String("dashboard-ceiling", "", "with -dashboard: show the ceiling sweep writing results in DIR, and its plots (default "+defaultCeilingDir+" when it exists; \"-\" none)")
 	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
 	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
 	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *dashboardCeiling != "" && *dashboardAddr == "" {
+		return fmt.Errorf("dashboard-ceiling: %q needs -dashboard HOST:PORT to show it on (say -dashboard 127.0.0.1:8090)", *dashboardCeiling)
 	}
 	var cfg cluster.Config
 	path := *configPath
@@ -273,6 +278,13 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		go msrv.Serve(ml)
 		defer msrv.Close()
 		log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
+	}
+	if *dashboardAddr != "" {
+		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), sup, log)
+		if err != nil {
+			return err
+		}
+		defer stopDashboard()
 	}
 
 	sigs := make(chan os.Signal, 4)

@@ -98,63 +98,6 @@ func TestWrkScript(t *testing.T) {
 	}
 }
 
-func TestParsePIDStat(t *testing.T) {
-	// A command name with spaces and a ')' inside.
-	in := "4242 (my (worker) x) S 17 4242 4242 0 -1 4194560 1403 0 0 0 123 456 0 0 20 0 9 0 100 800000000 5120 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
-	got, err := ParsePIDStat([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (PIDStat{PPID: 17, UserTick: 123, SysTick: 456, RSSPages: 5120}); got != want {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x) S x 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 1 1 1"} {
-		if _, err := ParsePIDStat([]byte(bad)); err == nil {
-			t.Errorf("ParsePIDStat(%q): got no error", bad)
-		}
-	}
-}
-
-func TestParseHostStat(t *testing.T) {
-	in := "cpu  100 5 50 800 10 1 4 30 0 0\ncpu0 50 0 25 400 5 0 2 15 0 0\nintr 1 2 3\n"
-	got, err := ParseHostStat([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := got["cpu"]
-	if want := (CPUTimes{100, 5, 50, 800, 10, 1, 4, 30}); all != want {
-		t.Errorf("got %+v, want %+v", all, want)
-	}
-	if all.Total() != 1000 || all.Busy() != 190 {
-		t.Errorf("got total %d busy %d, want 1000 190", all.Total(), all.Busy())
-	}
-	p := all.Percent()
-	if want := (HostCPU{User: 10.5, System: 5.1, Idle: 80, IOWait: 1, SoftIRQ: 0.4, Steal: 3}); p != want {
-		t.Errorf("got %+v, want %+v", p, want)
-	}
-	if d := (CPUTimes{Idle: 5}).Sub(CPUTimes{Idle: 9, User: 1}); d != (CPUTimes{}) {
-		t.Errorf("backwards counters: got %+v, want zero", d)
-	}
-	if _, err := ParseHostStat([]byte("intr 1\n")); err == nil {
-		t.Error("no cpu line: got no error")
-	}
-}
-
-func TestParseNetDev(t *testing.T) {
-	in := `Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo: 123456     100    0    0    0     0          0         0   654321     100    0    0    0     0       0          0
-  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16
-`
-	rx, tx, err := ParseNetDev([]byte(in), "lo")
-	if err != nil || rx != 123456 || tx != 654321 {
-		t.Errorf("got %d %d %v, want 123456 654321", rx, tx, err)
-	}
-	if _, _, err := ParseNetDev([]byte(in), "wlan0"); err == nil {
-		t.Error("missing interface: got no error")
-	}
-}
-
 func TestCPUList(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -231,21 +174,6 @@ func FuzzParseWrk(f *testing.F) {
 			t.Errorf("accepted negative counts: %+v", o)
 		}
 	})
-}
-
-func FuzzParsePIDStat(f *testing.F) {
-	f.Add([]byte("1 (a b) S 0 1 1 0 -1 0 0 0 0 0 5 6 0 0 20 0 1 0 1 1 7 0"))
-	f.Fuzz(func(t *testing.T, b []byte) { ParsePIDStat(b) })
-}
-
-func FuzzParseHostStat(f *testing.F) {
-	f.Add([]byte("cpu 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4\n"))
-	f.Fuzz(func(t *testing.T, b []byte) { ParseHostStat(b) })
-}
-
-func FuzzParseNetDev(f *testing.F) {
-	f.Add([]byte("lo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"), "lo")
-	f.Fuzz(func(t *testing.T, b []byte, iface string) { ParseNetDev(b, iface) })
 }
 
 func FuzzParseCPUList(f *testing.F) {

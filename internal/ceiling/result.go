@@ -120,7 +120,8 @@ type Run struct {
 	// shaped loopback's token bucket counts), from /proc/net/dev.
 	LoBytesPerS float64 `json:"lo_bytes_per_s"`
 
-	// Server CPU from /proc/PID/stat of the server's processes over the measured window.
+	// Server CPU: the growth of the user and system time of the server's process tree
+	// (procstat.Tree, exited children's included) over the measured window.
 	ServerUserUsPerReq float64 `json:"server_user_us_per_req"`
 	ServerSysUsPerReq  float64 `json:"server_sys_us_per_req"`
 	ServerCPUUsPerReq  float64 `json:"server_cpu_us_per_req"`

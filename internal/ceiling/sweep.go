@@ -143,6 +143,9 @@ type SweepConfig struct {
 	Report func(Run)
 	// Environ is the children's base environment; default os.Environ().
 	Environ []string
+	// Progress: keep this file (ProgressFile in the results directory) saying which run is
+	// being measured and how the last one went, for a dashboard; default "": none.
+	Progress string
 }
 
 // Sweeper runs the sweep's servers and generators.
@@ -155,6 +158,7 @@ type Sweeper struct {
 	notes     []string
 	serverSeq int
 	peers     peerSetup
+	progress  *progressWriter // nil: no progress file
 }
 
 type baseline struct {
@@ -221,7 +225,8 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	if cfg.Pin == nil {
 		cfg.Pin = tasksetPin
 	}
-	s := &Sweeper{cfg: cfg, log: cfg.Logger, baseline: make(map[string]baseline)}
+	s := &Sweeper{cfg: cfg, log: cfg.Logger, baseline: make(map[string]baseline),
+		progress: newProgressWriter(cfg.Progress, cfg.Logger, time.Now)}
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err == nil {
 		for c := 0; c < runtime.NumCPU()*4+64 && len(s.allowed) < set.Count(); c++ {
@@ -301,7 +306,8 @@ func (s *Sweeper) genCPUs(n int) (cpus []int, shared bool) {
 
 // Sweep runs every (N, mode) cell: one server start each, then every workload against
 // it, then (at ImbalanceN) the few-connection run.
-func (s *Sweeper) Sweep(ctx context.Context) error {
+func (s *Sweeper) Sweep(ctx context.Context) (err error) {
+	defer func() { s.progress.end(err) }()
 	for _, n := range s.cfg.Ns {
 		for _, mode := range s.cfg.Modes {
 			if err := ctx.Err(); err != nil {
@@ -367,7 +373,8 @@ type ShapeFunc func(bitsPerS float64) (string, error)
 // NIC runs the workloads on one server (mode, n) once per link rate, shaping the link
 // with shape before each rate. The caller has put this process (and so its children) in
 // a private network namespace whose loopback shape controls.
-func (s *Sweeper) NIC(ctx context.Context, mode string, n int, rates []float64, shape ShapeFunc) error {
+func (s *Sweeper) NIC(ctx context.Context, mode string, n int, rates []float64, shape ShapeFunc) (err error) {
+	defer func() { s.progress.end(err) }()
 	if isPeer(mode) {
 		return fmt.Errorf("nic: mode %s: peers are measured in the sweep only", mode)
 	}
@@ -392,6 +399,7 @@ func (s *Sweeper) NIC(ctx context.Context, mode string, n int, rates []float64, 
 }
 
 func (s *Sweeper) emit(r Run) {
+	s.progress.finish(r)
 	if s.cfg.Report != nil {
 		s.cfg.Report(r)
 	}
@@ -643,6 +651,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	r := Run{Workload: wl.Name, Mode: srv.Mode, Purpose: o.Purpose, N: srv.N, Writes: wl.Writes,
 		ServerCommand: srv.Argv, Pipelining: s.cfg.Pipelining, LinkBitsPerS: o.LinkBitsPerS, Shaping: o.Shaping,
 		Started: time.Now().UTC().Truncate(time.Millisecond)}
+	s.progress.begin(r, max(s.cfg.Warmup, 0)+s.cfg.Duration)
 	srvCPUs := srv.CPUs
 	genCPUs, shared := s.genCPUs(srv.N)
 	r.ServerCPUs, r.GenCPUs, r.SharedCores = FormatCPUList(srvCPUs), FormatCPUList(genCPUs), shared
@@ -693,7 +702,18 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		before, _ = srv.status(ctx)
 	}
 	logOff := fileSize(srv.logPath)
-	snap0, err := takeSnapshot(srv.sampled())
+	// The server's CPU is the growth of its process tree's (supervisor and workers; PM2's
+	// God and launcher and theirs) between two readings, procstat's accounting: processes
+	// that joined the tree meanwhile count in full, and children that exited count through
+	// their parents' reaped-children times (cutime, cstime). The workers live through the
+	// run, so this is their own user and system time; a worker that restarts mid-run keeps
+	// its share instead of losing it (the sweep reports restarts as errors anyway).
+	tree, err := serverTree(srv.sampled())
+	if err != nil {
+		r.Skipped = err.Error()
+		return r
+	}
+	snap0, err := takeSnapshot(tree)
 	if err != nil {
 		r.Skipped = err.Error()
 		return r
@@ -716,7 +736,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	t0 := time.Now()
 	res, genErr := s.runGen(ctx, gen, argv)
 	wall := time.Since(t0).Seconds()
-	snap1, err1 := takeSnapshot(srv.sampled())
+	snap1, err1 := takeSnapshot(tree)
 	midCancel()
 	midSt := <-mid
 	if genErr != nil {
@@ -749,8 +769,9 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	if active <= 0 || active > wall {
 		active = wall
 	}
-	user, sys, rss := treeDelta(snap0, snap1)
-	r.ServerPeakRSS = rss
+	user := (snap1.tree.User - snap0.tree.User).Seconds()
+	sys := (snap1.tree.System - snap0.tree.System).Seconds()
+	r.ServerPeakRSS = snap1.tree.RSS
 	r.ServerBusyCores = round((user+sys)/active, 3)
 	if o2.Requests > 0 {
 		r.ServerUserUsPerReq = round(user*1e6/float64(o2.Requests), 2)
@@ -759,10 +780,12 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.GenUsPerReq = round(res.cpuS*1e6/float64(o2.Requests), 2)
 	}
 	r.GenBusyCores = round(res.cpuS/active, 3)
-	h := snap1.host["cpu"].Sub(snap0.host["cpu"]).Percent()
+	h := snap1.host.CPUSince(snap0.host)
 	r.Host = HostCPU{round(h.User, 1), round(h.System, 1), round(h.Idle, 1), round(h.IOWait, 1), round(h.SoftIRQ, 1), round(h.Steal, 1)}
-	if snap1.loTX >= snap0.loTX {
-		r.LoBytesPerS = round(float64(snap1.loTX-snap0.loTX)/active, 0)
+	// Loopback's transmitted bytes alone: each byte between generator and server passes
+	// lo once, counted once as sent and once as received.
+	if lo := snap1.host.LoTxBytes - snap0.host.LoTxBytes; lo >= 0 {
+		r.LoBytesPerS = round(float64(lo)/active, 0)
 	}
 	r.ErrorText = errorText(res.stderr, srv.logPath, logOff)
 	if srv.Mode == ModeCluster {

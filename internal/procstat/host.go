@@ -14,14 +14,24 @@ type CPUTime struct {
 	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal float64
 }
 
-// Host is the host's counters at one moment: each CPU's time and the bytes through the
+// Host is the host's counters at one moment: the CPUs' time and the bytes through the
 // network interfaces (all of them, loopback included, as Sample counts them). What a
-// metrics scrape exposes as counters, for the scraper to take differences of.
+// metrics scrape exposes as counters, for the scraper to take differences of, and what a
+// measurement of one run reads before and after it (CPUSince, the Lo counters).
 type Host struct {
+	// All is the time of all CPUs together (the "cpu" line of /proc/stat); its CPU is -1.
+	All        CPUTime
 	CPUs       []CPUTime
 	NetRxBytes int64
 	NetTxBytes int64
+	// LoRxBytes and LoTxBytes are loopback's part of NetRxBytes and NetTxBytes: the
+	// traffic between processes of this host, which never reaches a NIC.
+	LoRxBytes int64
+	LoTxBytes int64
 }
+
+// CPUSince is the host's CPU split from the reading h0 to h, in percent of all CPUs.
+func (h Host) CPUSince(h0 Host) HostCPU { return hostPercent(h0.All, h.All) }
 
 // ReadHost reads Host from the proc file system at root ("" for /proc).
 func ReadHost(root string) (Host, error) {
@@ -29,15 +39,13 @@ func ReadHost(root string) (Host, error) {
 		root = "/proc"
 	}
 	var h Host
-	hz := 100.0
-	if b, err := os.ReadFile(filepath.Join(root, "self", "auxv")); err == nil {
-		if v, ok := auxvClockTicks(b); ok {
-			hz = float64(v)
-		}
-	}
+	hz := float64(clockTicks(root))
 	b, err := os.ReadFile(filepath.Join(root, "stat"))
 	if err != nil {
 		return h, fmt.Errorf("read host counters: %w", err)
+	}
+	if h.All, err = parseHostStat(b, hz); err != nil {
+		return h, err
 	}
 	if h.CPUs, err = parseCPUs(b, hz); err != nil {
 		return h, err
@@ -46,9 +54,11 @@ func ReadHost(root string) (Host, error) {
 	if err != nil {
 		return h, fmt.Errorf("read host counters: %w", err)
 	}
-	if h.NetRxBytes, h.NetTxBytes, err = parseNetDev(b); err != nil {
+	all, lo, err := parseNetDev(b)
+	if err != nil {
 		return h, err
 	}
+	h.NetRxBytes, h.NetTxBytes, h.LoRxBytes, h.LoTxBytes = all.rx, all.tx, lo.rx, lo.tx
 	return h, nil
 }
 
@@ -64,17 +74,9 @@ func parseCPUs(b []byte, hz float64) ([]CPUTime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse /proc/stat: bad cpu name %q", f[0])
 		}
-		t := CPUTime{CPU: n}
-		dst := []*float64{&t.User, &t.Nice, &t.System, &t.Idle, &t.IOWait, &t.IRQ, &t.SoftIRQ, &t.Steal}
-		for i, p := range dst {
-			if i+1 >= len(f) {
-				break // older kernels have fewer columns
-			}
-			v, ok := parseUint(f[i+1])
-			if !ok {
-				return nil, fmt.Errorf("parse /proc/stat: bad field %q of %s", f[i+1], f[0])
-			}
-			*p = float64(v) / hz
+		t, err := parseCPULine(f, n, hz)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, t)
 	}

@@ -19,11 +19,23 @@ func TestReadHost(t *testing.T) {
 			t.Errorf("cpu %d: %+v, want %+v", i, h.CPUs[i], want[i])
 		}
 	}
-	if h.NetRxBytes <= 0 || h.NetTxBytes <= 0 {
-		t.Errorf("net bytes %d/%d", h.NetRxBytes, h.NetTxBytes)
+	if want := (CPUTime{CPU: -1, User: 10, Nice: 0.5, System: 4, Idle: 80, IOWait: 0.3, IRQ: 0.1, SoftIRQ: 0.2, Steal: 0.05}); h.All != want {
+		t.Errorf("all cpus %+v, want %+v", h.All, want)
+	}
+	if h.NetRxBytes != 6200 || h.NetTxBytes != 5300 || h.LoRxBytes != 5000 || h.LoTxBytes != 5000 {
+		t.Errorf("net bytes %d/%d, loopback %d/%d; want 6200/5300, 5000/5000", h.NetRxBytes, h.NetTxBytes, h.LoRxBytes, h.LoTxBytes)
 	}
 	if _, err := ReadHost(""); err != nil { // the real one
 		t.Errorf("ReadHost(/proc): %v", err)
+	}
+}
+
+func TestHostCPUSince(t *testing.T) {
+	h0 := Host{All: CPUTime{CPU: -1, User: 10, System: 10, Idle: 10}}
+	h1 := Host{All: CPUTime{CPU: -1, User: 11, Nice: 1, System: 10.5, Idle: 11, IRQ: 0.5}}
+	// deltas: user 1 + nice 1, system 0.5 + irq 0.5, idle 1: 4 s in all.
+	if got, want := h1.CPUSince(h0), (HostCPU{User: 50, System: 25, Idle: 25}); !nearHostCPU(got, want) {
+		t.Errorf("CPUSince = %+v, want %+v", got, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -117,87 +118,94 @@ func parseStatmRSS(b []byte) (int64, error) {
 	return int64(v), nil
 }
 
-// hostTicks is the first ("cpu") line of /proc/stat: all CPUs together, in ticks.
-type hostTicks struct {
-	user, nice, system, idle, iowait, irq, softirq, steal uint64
-}
-
-func (h hostTicks) total() uint64 {
-	// guest and guest_nice are already included in user and nice: not added again.
-	return h.user + h.nice + h.system + h.idle + h.iowait + h.irq + h.softirq + h.steal
-}
-
-// parseHostStat reads the aggregate "cpu" line of /proc/stat.
-func parseHostStat(b []byte) (hostTicks, error) {
-	var h hostTicks
+// parseHostStat reads the aggregate "cpu" line of /proc/stat (all CPUs together),
+// converting ticks to seconds; its CPU is -1.
+func parseHostStat(b []byte, hz float64) (CPUTime, error) {
 	line, _, _ := bytes.Cut(b, []byte{'\n'})
 	f := bytes.Fields(line)
 	if len(f) < 5 || string(f[0]) != "cpu" {
-		return h, fmt.Errorf("parse /proc/stat: first line %q is not the cpu total", line)
+		return CPUTime{}, fmt.Errorf("parse /proc/stat: first line %q is not the cpu total", line)
 	}
-	dst := []*uint64{&h.user, &h.nice, &h.system, &h.idle, &h.iowait, &h.irq, &h.softirq, &h.steal}
+	return parseCPULine(f, -1, hz)
+}
+
+// parseCPULine reads the mode columns of one cpu line of /proc/stat, split into fields
+// (the name first). guest and guest_nice are already inside user and nice: not read.
+func parseCPULine(f [][]byte, cpu int, hz float64) (CPUTime, error) {
+	t := CPUTime{CPU: cpu}
+	dst := []*float64{&t.User, &t.Nice, &t.System, &t.Idle, &t.IOWait, &t.IRQ, &t.SoftIRQ, &t.Steal}
 	for i, p := range dst {
 		if i+1 >= len(f) {
 			break // older kernels have fewer columns: the missing ones stay 0
 		}
 		v, ok := parseUint(f[i+1])
 		if !ok {
-			return h, fmt.Errorf("parse /proc/stat: bad cpu field %q", f[i+1])
+			return CPUTime{}, fmt.Errorf("parse /proc/stat: bad field %q of %s", f[i+1], f[0])
 		}
-		*p = v
+		*p = float64(v) / hz
 	}
-	return h, nil
+	return t, nil
 }
 
-// hostPercent turns the difference of two /proc/stat readings into percentages of all
-// CPUs. User includes nice; System includes hard IRQ time; SoftIRQ, IOWait, Steal and Idle
-// are their own columns.
-func hostPercent(a, b hostTicks) HostCPU {
-	d := func(x, y uint64) float64 {
-		if y < x {
-			return 0
-		}
-		return float64(y - x)
-	}
-	total := d(a.total(), b.total())
+// total is every mode's time of t.
+func (t CPUTime) total() float64 {
+	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
+}
+
+// hostPercent turns the difference of two readings of all CPUs' time into percentages.
+// User includes nice; System includes hard IRQ time; SoftIRQ, IOWait, Steal and Idle
+// are their own columns. A counter that went backwards counts as no time.
+func hostPercent(a, b CPUTime) HostCPU {
+	d := func(x, y float64) float64 { return max(y-x, 0) }
+	total := d(a.User, b.User) + d(a.Nice, b.Nice) + d(a.System, b.System) + d(a.Idle, b.Idle) +
+		d(a.IOWait, b.IOWait) + d(a.IRQ, b.IRQ) + d(a.SoftIRQ, b.SoftIRQ) + d(a.Steal, b.Steal)
 	if total == 0 {
 		return HostCPU{}
 	}
 	pct := func(v float64) float64 { return 100 * v / total }
 	return HostCPU{
-		User:    pct(d(a.user, b.user) + d(a.nice, b.nice)),
-		System:  pct(d(a.system, b.system) + d(a.irq, b.irq)),
-		Idle:    pct(d(a.idle, b.idle)),
-		Steal:   pct(d(a.steal, b.steal)),
-		SoftIRQ: pct(d(a.softirq, b.softirq)),
-		IOWait:  pct(d(a.iowait, b.iowait)),
+		User:    pct(d(a.User, b.User) + d(a.Nice, b.Nice)),
+		System:  pct(d(a.System, b.System) + d(a.IRQ, b.IRQ)),
+		Idle:    pct(d(a.Idle, b.Idle)),
+		Steal:   pct(d(a.Steal, b.Steal)),
+		SoftIRQ: pct(d(a.SoftIRQ, b.SoftIRQ)),
+		IOWait:  pct(d(a.IOWait, b.IOWait)),
 	}
 }
 
+// netBytes is the bytes received and transmitted through network interfaces.
+type netBytes struct{ rx, tx int64 }
+
 // parseNetDev sums the received and transmitted bytes of every interface in
-// /proc/net/dev, loopback included.
-func parseNetDev(b []byte) (rx, tx int64, err error) {
+// /proc/net/dev, loopback included, and returns loopback's ("lo") alone as well.
+func parseNetDev(b []byte) (all, lo netBytes, err error) {
 	for i, line := range bytes.Split(b, []byte{'\n'}) {
 		if i < 2 {
 			continue // two header lines
 		}
-		_, counters, ok := bytes.Cut(line, []byte{':'})
+		name, counters, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			continue
 		}
 		f := bytes.Fields(counters)
 		if len(f) < 9 {
-			return 0, 0, fmt.Errorf("parse /proc/net/dev: short line %q", line)
+			return netBytes{}, netBytes{}, fmt.Errorf("parse /proc/net/dev: short line %q", line)
 		}
 		r, ok1 := parseUint(f[0])
 		t, ok2 := parseUint(f[8])
-		if !ok1 || !ok2 {
-			return 0, 0, fmt.Errorf("parse /proc/net/dev: bad counters in %q", line)
+		// The kernel's counters are 64-bit unsigned; past 2^63 (never reached in practice)
+		// they would turn negative here, so they are refused rather than wrapped.
+		if !ok1 || !ok2 || r > math.MaxInt64 || t > math.MaxInt64 {
+			return netBytes{}, netBytes{}, fmt.Errorf("parse /proc/net/dev: bad counters in %q", line)
 		}
-		rx += int64(r)
-		tx += int64(t)
+		n := netBytes{int64(r), int64(t)}
+		all.rx += n.rx
+		all.tx += n.tx
+		if string(bytes.TrimSpace(name)) == "lo" {
+			lo = n
+		}
 	}
-	return rx, tx, nil
+	return all, lo, nil
 }
 
 // countEstablished counts the lines of /proc/net/tcp or tcp6 in state 01 (ESTABLISHED)

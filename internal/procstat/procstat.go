@@ -126,17 +126,11 @@ func Start(cfg Config) (*Sampler, error) {
 	if cfg.PID < 0 {
 		return nil, fmt.Errorf("start sampler: negative pid %d", cfg.PID)
 	}
-	st := newState(cfg.Root, cfg.PID)
+	st := newState(cfg.Root)
 	if cfg.PID > 0 {
-		b, err := os.ReadFile(filepath.Join(cfg.Root, strconv.Itoa(cfg.PID), "stat"))
-		if err != nil {
-			return nil, fmt.Errorf("start sampler: process %d: %w", cfg.PID, err)
+		if err := st.addRoot(cfg.PID); err != nil {
+			return nil, fmt.Errorf("start sampler: %w", err)
 		}
-		ps, err := parseStat(b)
-		if err != nil {
-			return nil, fmt.Errorf("start sampler: process %d: %w", cfg.PID, err)
-		}
-		st.rootStart = ps.starttime
 	}
 	r, err := st.read(time.Now())
 	if err != nil {
@@ -236,7 +230,7 @@ type reading struct {
 	rss       int64
 	conns     int
 	procs     int
-	host      hostTicks
+	host      CPUTime // all CPUs
 	rx, tx    int64
 }
 
@@ -258,49 +252,67 @@ type tracked struct {
 
 // state is the accounting carried from one reading to the next.
 type state struct {
-	root      string
-	pid       int
-	rootStart uint64
-	hz        int64
-	pageSize  int64
-	baseline  bool // the first reading only records; it adds nothing to the totals
+	root     string
+	roots    []key // the tree's roots; none: the host only
+	hz       int64
+	pageSize int64
+	baseline bool // the first reading only records; it adds nothing to the totals
 
 	procs     map[key]*tracked
 	user, sys uint64 // accumulated tree ticks
 	statBuf   []byte
 }
 
-func newState(root string, pid int) *state {
-	hz := int64(100)
-	if b, err := os.ReadFile(filepath.Join(root, "self", "auxv")); err == nil {
-		if v, ok := auxvClockTicks(b); ok {
-			hz = v
-		}
-	}
+func newState(root string) *state {
 	return &state{
 		root:     root,
-		pid:      pid,
-		hz:       hz,
+		hz:       clockTicks(root),
 		pageSize: int64(os.Getpagesize()),
 		baseline: true,
 		procs:    make(map[key]*tracked),
 	}
 }
 
-// read takes one reading: the host counters and, with a pid, the tree.
+// clockTicks is USER_HZ, read from AT_CLKTCK in ROOT/self/auxv; 100 without one.
+func clockTicks(root string) int64 {
+	if b, err := os.ReadFile(filepath.Join(root, "self", "auxv")); err == nil {
+		if v, ok := auxvClockTicks(b); ok {
+			return v
+		}
+	}
+	return 100
+}
+
+// addRoot makes pid a root of the tree, identified by its start time so that a later
+// process with the same pid is not taken for it.
+func (st *state) addRoot(pid int) error {
+	b, err := os.ReadFile(filepath.Join(st.root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	ps, err := parseStat(b)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	st.roots = append(st.roots, key{pid, ps.starttime})
+	return nil
+}
+
+// read takes one reading: the host counters and, with roots, the tree.
 func (st *state) read(now time.Time) (reading, error) {
 	r := reading{at: now}
 	b, err := os.ReadFile(filepath.Join(st.root, "stat"))
 	if err != nil {
 		return r, fmt.Errorf("read host cpu: %w", err)
 	}
-	if r.host, err = parseHostStat(b); err != nil {
+	if r.host, err = parseHostStat(b, float64(st.hz)); err != nil {
 		return r, err
 	}
 	if b, err := os.ReadFile(filepath.Join(st.root, "net", "dev")); err == nil {
-		r.rx, r.tx, _ = parseNetDev(b)
+		all, _, _ := parseNetDev(b)
+		r.rx, r.tx = all.rx, all.tx
 	}
-	if st.pid > 0 {
+	if len(st.roots) > 0 {
 		tree := st.scanTree()
 		st.account(tree)
 		r.procs = len(tree)
@@ -310,8 +322,9 @@ func (st *state) read(now time.Time) (reading, error) {
 	return r, nil
 }
 
-// scanTree reads every /proc/PID/stat and returns the processes of the tree: the root,
-// every process tracked before that is still alive, and all their descendants.
+// scanTree reads every /proc/PID/stat and returns the processes of the tree: the roots,
+// every process tracked before that is still alive, and all their descendants, each once
+// (a root that descends from another is no second copy).
 func (st *state) scanTree() map[key]procStat {
 	d, err := os.Open(st.root)
 	if err != nil {
@@ -345,8 +358,10 @@ func (st *state) scanTree() map[key]procStat {
 			queue = append(queue, ps.pid)
 		}
 	}
-	if ps, ok := all[st.pid]; ok && ps.starttime == st.rootStart {
-		add(ps)
+	for _, r := range st.roots {
+		if ps, ok := all[r.pid]; ok && ps.starttime == r.start {
+			add(ps)
+		}
 	}
 	for k := range st.procs {
 		if ps, ok := all[k.pid]; ok && ps.starttime == k.start {
@@ -479,8 +494,8 @@ func (st *state) memoryAndConns(tree map[key]procStat) (rss int64, conns int) {
 	if len(inodes) == 0 {
 		return rss, 0
 	}
-	// The root's view of net/ is its namespace's; fall back to ours if it has exited.
-	netDir := filepath.Join(st.root, strconv.Itoa(st.pid), "net")
+	// The first root's view of net/ is its namespace's; fall back to ours if it has exited.
+	netDir := filepath.Join(st.root, strconv.Itoa(st.roots[0].pid), "net")
 	if _, err := os.Stat(filepath.Join(netDir, "tcp")); err != nil {
 		netDir = filepath.Join(st.root, "net")
 	}

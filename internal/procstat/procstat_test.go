@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -295,8 +296,8 @@ func TestAccounting(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			st := newState(dir, 10)
-			st.rootStart = 5
+			st := newState(dir)
+			st.roots = []key{{10, 5}}
 			for i, s := range tc.steps {
 				writeTree(t, dir, host, s.procs...)
 				r, err := st.read(time.Now())
@@ -313,19 +314,26 @@ func TestAccounting(t *testing.T) {
 
 func TestParsers(t *testing.T) {
 	t.Run("host percent", func(t *testing.T) {
-		a, _ := parseHostStat([]byte("cpu  100 0 100 100 0 0 0 0 0 0\n"))
-		b, _ := parseHostStat([]byte("cpu  150 10 120 200 5 5 5 5 0 0\n"))
-		got := hostPercent(a, b) // deltas: user 50+10, system 20+5, idle 100, iowait 5, softirq 5, steal 5 = 200
+		// deltas: user 50+10, system 20+5, idle 100, iowait 5, softirq 5, steal 5 = 200
+		a := CPUTime{User: 1, System: 1, Idle: 1}
+		b := CPUTime{User: 1.5, Nice: 0.1, System: 1.2, Idle: 2, IOWait: 0.05, IRQ: 0.05, SoftIRQ: 0.05, Steal: 0.05}
 		want := HostCPU{User: 30, System: 12.5, Idle: 50, Steal: 2.5, SoftIRQ: 2.5, IOWait: 2.5}
-		if got != want {
+		if got := hostPercent(a, b); !nearHostCPU(got, want) {
 			t.Errorf("hostPercent = %+v, want %+v", got, want)
+		}
+		// A counter going backwards counts as no time, not as negative time.
+		if got := hostPercent(CPUTime{Idle: 9, User: 1}, CPUTime{Idle: 5, User: 2}); got != (HostCPU{User: 100}) {
+			t.Errorf("hostPercent with idle going backwards = %+v, want all user", got)
+		}
+		if got := hostPercent(b, b); got != (HostCPU{}) {
+			t.Errorf("hostPercent of no time = %+v, want zero", got)
 		}
 	})
 	t.Run("net dev", func(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join("testdata", "proc", "net", "dev"))
-		rx, tx, err := parseNetDev(b)
-		if rx != 6200 || tx != 5300 || err != nil {
-			t.Errorf("parseNetDev = %d, %d, %v; want 6200, 5300, nil", rx, tx, err)
+		all, lo, err := parseNetDev(b)
+		if all != (netBytes{6200, 5300}) || lo != (netBytes{5000, 5000}) || err != nil {
+			t.Errorf("parseNetDev = %+v, %+v, %v; want {6200 5300}, {5000 5000}, nil", all, lo, err)
 		}
 	})
 	t.Run("socket links", func(t *testing.T) {
@@ -353,6 +361,111 @@ func TestParsers(t *testing.T) {
 		}
 		if hz, ok := auxvClockTicks(b); !ok || hz <= 0 {
 			t.Errorf("auxvClockTicks = %d, %v; want a positive USER_HZ", hz, ok)
+		}
+	})
+}
+
+// nearHostCPU compares percentages computed from seconds, which need not be exact.
+func nearHostCPU(a, b HostCPU) bool {
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
+	return near(a.User, b.User) && near(a.System, b.System) && near(a.Idle, b.Idle) &&
+		near(a.Steal, b.Steal) && near(a.SoftIRQ, b.SoftIRQ) && near(a.IOWait, b.IOWait)
+}
+
+func TestParseHostStat(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    CPUTime
+		wantErr bool
+	}{
+		{"every column", "cpu  100 5 50 800 10 1 4 30 7 7\ncpu0 50 0 25 400 5 0 2 15 0 0\n",
+			CPUTime{CPU: -1, User: 1, Nice: 0.05, System: 0.5, Idle: 8, IOWait: 0.1, IRQ: 0.01, SoftIRQ: 0.04, Steal: 0.3}, false},
+		{"older kernel, fewer columns", "cpu 100 0 50 800\n", CPUTime{CPU: -1, User: 1, System: 0.5, Idle: 8}, false},
+		{"no cpu line", "intr 1 2 3\n", CPUTime{}, true},
+		{"a cpuN line first", "cpu0 1 2 3 4\ncpu 1 2 3 4\n", CPUTime{}, true},
+		{"bad field", "cpu 1 x 3 4\n", CPUTime{}, true},
+		{"empty", "", CPUTime{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseHostStat([]byte(tc.in), 100)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseHostStat error = %v, want error %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("parseHostStat = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseNetDev(t *testing.T) {
+	const header = "Inter-|   Receive                                                |  Transmit\n" +
+		" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+	tests := []struct {
+		name    string
+		in      string
+		all, lo netBytes
+		wantErr bool
+	}{
+		{"loopback and a nic", header +
+			"    lo: 123456     100    0    0    0     0          0         0   654321     100    0    0    0     0       0          0\n" +
+			"  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n",
+			netBytes{123457, 654330}, netBytes{123456, 654321}, false},
+		{"no loopback", header + "eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", netBytes{1, 9}, netBytes{}, false},
+		{"a name ending in lo is not lo", header + "vlo: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", netBytes{1, 9}, netBytes{}, false},
+		{"headers only", header, netBytes{}, netBytes{}, false},
+		{"short line", header + "lo: 1 2 3\n", netBytes{}, netBytes{}, true},
+		{"bad counter", header + "lo: x 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", netBytes{}, netBytes{}, true},
+		{"counter past int64", header + "lo: 9223372036854775808 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", netBytes{}, netBytes{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			all, lo, err := parseNetDev([]byte(tc.in))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseNetDev error = %v, want error %v", err, tc.wantErr)
+			}
+			if all != tc.all || lo != tc.lo {
+				t.Errorf("parseNetDev = %+v, %+v; want %+v, %+v", all, lo, tc.all, tc.lo)
+			}
+		})
+	}
+}
+
+func FuzzParseHostStat(f *testing.F) {
+	f.Add([]byte("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4\n"))
+	f.Add([]byte("cpu 1 2 3 4\n"))
+	f.Add([]byte("intr 1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := parseHostStat(b, 100)
+		if err != nil {
+			return
+		}
+		if got.CPU != -1 || got.total() < 0 {
+			t.Fatalf("parseHostStat(%q) = %+v: want cpu -1 and no negative time", b, got)
+		}
+	})
+}
+
+func FuzzParseNetDev(f *testing.F) {
+	f.Add([]byte("h\nh\n    lo: 5000 50 0 0 0 0 0 0 5000 50 0 0 0 0 0 0\n  eth0: 1200 12 0 0 0 0 0 0 300 3 0 0 0 0 0 0\n"), uint64(1), uint64(2))
+	f.Add([]byte("lo: 1 2 3\n"), uint64(1<<63), uint64(0))
+	f.Fuzz(func(t *testing.T, b []byte, rx, tx uint64) {
+		// Whatever the bytes, parsing never panics.
+		parseNetDev(b)
+		// A loopback line after the headers reads back as written.
+		line := fmt.Sprintf("h\nh\n    lo: %d 1 0 0 0 0 0 0 %d 1 0 0 0 0 0 0\n", rx, tx)
+		all, lo, err := parseNetDev([]byte(line))
+		if rx > math.MaxInt64 || tx > math.MaxInt64 {
+			if err == nil {
+				t.Fatalf("parseNetDev(%q): no error for a counter past int64", line)
+			}
+			return
+		}
+		want := netBytes{int64(rx), int64(tx)}
+		if err != nil || all != want || lo != want {
+			t.Fatalf("parseNetDev(%q) = %+v, %+v, %v; want %+v twice", line, all, lo, err, want)
 		}
 	})
 }
@@ -449,5 +562,58 @@ func TestTree(t *testing.T) {
 	}
 	if _, err := NewTree(TreeConfig{PID: 99, Root: root}); err == nil {
 		t.Error("NewTree of a missing process: want an error")
+	}
+}
+
+// TestTreeRoots reads a tree of several roots, one of which descends from another (PM2's
+// launcher and its God), and one missing: each process is counted once, user and kernel
+// time apart, and the tree's members are listed.
+func TestTreeRoots(t *testing.T) {
+	root := t.TempDir()
+	const host = "cpu 0 0 0 0 0 0 0 0 0 0"
+	launcher := fakeProc{pid: 10, ppid: 1, start: 5, u: 10, s: 20}
+	god := fakeProc{pid: 20, ppid: 10, start: 6, u: 100, s: 50}
+	worker := fakeProc{pid: 21, ppid: 20, start: 7, u: 300, s: 100}
+	other := fakeProc{pid: 30, ppid: 1, start: 8, u: 1000}
+	writeTree(t, root, host, launcher, god, worker, other)
+	tr, err := NewTree(TreeConfig{PIDs: []int{10, 20, 99}, Root: root, Rescan: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u0, err := tr.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u0.User != 4100*time.Millisecond || u0.System != 1700*time.Millisecond || u0.CPU != u0.User+u0.System || u0.Procs != 3 {
+		t.Errorf("first reading %+v, want user 4.1s, system 1.7s, 3 procs", u0)
+	}
+	if got := tr.PIDs(); !slices.Equal(got, []int{10, 20, 21}) {
+		t.Errorf("PIDs = %v, want [10 20 21]", got)
+	}
+	// The worker exits and is reaped by the God; a new one starts. Between the readings the
+	// tree used: worker 21 +5 user ticks before it was reaped, worker 22 its 7 user ticks.
+	god.cu, god.cs = worker.u+5, worker.s
+	writeTree(t, root, host, launcher, god, fakeProc{pid: 22, ppid: 20, start: 9, u: 7}, other)
+	u1, err := tr.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := u1.User - u0.User; d != 120*time.Millisecond || u1.System != u0.System {
+		t.Errorf("user grew %v, system %v; want 120ms and nothing", d, u1.System-u0.System)
+	}
+	if got := tr.PIDs(); !slices.Equal(got, []int{10, 20, 22}) {
+		t.Errorf("PIDs = %v, want [10 20 22]", got)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  TreeConfig
+	}{
+		{"no root", TreeConfig{Root: root}},
+		{"every root missing", TreeConfig{PIDs: []int{98, 99}, Root: root}},
+		{"a bad pid", TreeConfig{PIDs: []int{10, -1}, Root: root}},
+	} {
+		if _, err := NewTree(tc.cfg); err == nil {
+			t.Errorf("NewTree, %s: want an error", tc.name)
+		}
 	}
 }

@@ -1,18 +1,23 @@
 package procstat
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
 
-// TreeConfig says which process tree a Tree reads. The zero value of each field but PID
-// works.
+// TreeConfig says which process tree a Tree reads. The zero value of each field but the
+// roots works.
 type TreeConfig struct {
 	// PID is the root of the tree.
 	PID int
+	// PIDs are more roots, for a program whose processes do not all descend from one
+	// (PM2's daemon beside the launcher that started it): the tree is theirs and PID's
+	// together, each process counted once. Optional when PID is set.
+	PIDs []int
 	// Root is the proc file system to read. Default "/proc".
 	Root string
 	// Rescan is how many readings apart the whole of /proc is scanned for new members of
@@ -37,8 +42,11 @@ type Tree struct {
 // TreeUsage is one reading of a tree.
 type TreeUsage struct {
 	// CPU is the tree's user and kernel time since its processes started: that of the
-	// processes alive now and of their children they have reaped.
+	// processes alive now and of their children they have reaped. The growth between two
+	// readings is the tree's CPU over that time, exited children's included.
 	CPU time.Duration
+	// User and System split CPU into user and kernel time.
+	User, System time.Duration
 	// RSS is the sum of the members' resident memory. Pages a forked child still shares
 	// with its parent are counted in each, as ps and top count them.
 	RSS int64
@@ -46,7 +54,8 @@ type TreeUsage struct {
 	Procs int
 }
 
-// NewTree returns a Tree rooted at cfg.PID; it fails if there is no such process.
+// NewTree returns a Tree rooted at cfg.PID and cfg.PIDs. A root that is not running is
+// left out (a process that takes its pid later does not join); NewTree fails if none is.
 func NewTree(cfg TreeConfig) (*Tree, error) {
 	if cfg.Root == "" {
 		cfg.Root = "/proc"
@@ -54,19 +63,26 @@ func NewTree(cfg TreeConfig) (*Tree, error) {
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 5
 	}
-	if cfg.PID <= 0 {
-		return nil, fmt.Errorf("read process tree: bad pid %d", cfg.PID)
+	roots := cfg.PIDs
+	if cfg.PID != 0 {
+		roots = append([]int{cfg.PID}, roots...)
 	}
-	b, err := os.ReadFile(filepath.Join(cfg.Root, strconv.Itoa(cfg.PID), "stat"))
-	if err != nil {
-		return nil, fmt.Errorf("read process tree: process %d: %w", cfg.PID, err)
+	if len(roots) == 0 {
+		return nil, errors.New("read process tree: no pid")
 	}
-	ps, err := parseStat(b)
-	if err != nil {
-		return nil, fmt.Errorf("read process tree: process %d: %w", cfg.PID, err)
+	st := newState(cfg.Root)
+	var errs []error
+	for _, pid := range roots {
+		if pid <= 0 {
+			return nil, fmt.Errorf("read process tree: bad pid %d", pid)
+		}
+		if err := st.addRoot(pid); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	st := newState(cfg.Root, cfg.PID)
-	st.rootStart = ps.starttime
+	if len(st.roots) == 0 {
+		return nil, fmt.Errorf("read process tree: %w", errors.Join(errs...))
+	}
 	// Unlike a Sampler's baseline, the first reading counts each process's whole time:
 	// the tree's CPU is since it started, as ps shows it.
 	st.baseline = false
@@ -83,7 +99,7 @@ func (t *Tree) Read() (TreeUsage, error) {
 	}
 	t.reads++
 	if len(tree) == 0 {
-		return TreeUsage{}, fmt.Errorf("read process tree of %d: no process left", t.st.pid)
+		return TreeUsage{}, fmt.Errorf("read process tree of %d: no process left", t.st.roots[0].pid)
 	}
 	t.st.account(tree)
 	var rss int64
@@ -94,9 +110,19 @@ func (t *Tree) Read() (TreeUsage, error) {
 			}
 		}
 	}
-	ticks := t.st.user + t.st.sys
-	cpu := time.Duration(ticks) * (time.Second / time.Duration(t.st.hz))
-	return TreeUsage{CPU: cpu, RSS: rss, Procs: len(tree)}, nil
+	tick := time.Second / time.Duration(t.st.hz)
+	u, s := time.Duration(t.st.user)*tick, time.Duration(t.st.sys)*tick
+	return TreeUsage{CPU: u + s, User: u, System: s, RSS: rss, Procs: len(tree)}, nil
+}
+
+// PIDs lists the processes of the tree at the last Read, in increasing order.
+func (t *Tree) PIDs() []int {
+	out := make([]int, 0, len(t.st.procs))
+	for k := range t.st.procs {
+		out = append(out, k.pid)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // known reads the processes found before that are still alive.
