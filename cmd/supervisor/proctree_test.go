@@ -135,6 +135,7 @@ func TestKillTimeoutKillsProcessGroup(t *testing.T) {
 		name, termMode, action string
 	}{
 		{"worker ignores SIGTERM, stop", "ignore", "stop"},
+		{"worker exits on SIGTERM, its child does not, stop", "child", "stop"},
 		{"worker exits on SIGTERM, its child does not, reload", "child", "reload"},
 		{"worker killed -9, its child ignores SIGTERM", "ignore", "kill9"},
 	}
@@ -160,7 +161,18 @@ func TestKillTimeoutKillsProcessGroup(t *testing.T) {
 			start := time.Now()
 			switch tc.action {
 			case "stop":
-				go c.cmd("stop") // returns when the worker is gone; the test watches the pids
+				// stop returns, and the supervisor with it, only once the worker's whole
+				// group is gone: nothing is left to outlive it and hold the port.
+				go c.cmd("stop")
+				select {
+				case err := <-c.done:
+					c.done <- err // for the cleanup's check
+				case <-time.After(killTimeout + 10*time.Second):
+					t.Fatal("run did not return after stop")
+				}
+				if !processGone(leader) || !processGone(child) {
+					t.Errorf("the supervisor stopped with its worker %d or the worker's child %d still running", leader, child)
+				}
 			case "reload":
 				if out, err := c.cmd("reload"); err != nil {
 					t.Fatalf("reload: %v %s", err, out)

@@ -6,16 +6,6 @@ import (
 	"go.uber.org/zap"
 )
 
-var statLine = []byte("1234 (worker) S 1 1234 1234 0 -1 4194560 500 0 0 0 70 30 0 0 20 0 8 0 100 1000000 256 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
-
-// BenchmarkParseStat: once per worker per stats_interval.
-func BenchmarkParseStat(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		parseStat(statLine)
-	}
-}
-
 // BenchmarkLineLogger: every line a worker writes passes here.
 func BenchmarkLineLogger(b *testing.B) {
 	w := &lineLogger{log: zap.NewNop()}
@@ -36,7 +26,6 @@ func TestAllocationBudgets(t *testing.T) {
 		budget float64
 		f      func()
 	}{
-		{"parseStat", 1, func() { parseStat(statLine) }},
 		{"lineLogger.Write with the level off", 0, func() {
 			w := lineLoggerForBudget
 			w.Write([]byte("a line\n"))

@@ -121,17 +121,6 @@ func TestParseScale(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	line := []byte("1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 70 30 0 0 20 0 8 0 100 1000000 256 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
-	ticks, rss, err := parseStat(line)
-	if err != nil || ticks != 100 || rss != 256*int64(os.Getpagesize()) {
-		t.Errorf("parseStat = %d ticks, %d bytes, %v; want 100 ticks, 256 pages", ticks, rss, err)
-	}
-	if _, _, err := parseStat([]byte("1 (x) S 1")); err == nil {
-		t.Error("short line: got nil error")
-	}
-}
-
 func TestLineLoggerBoundsLines(t *testing.T) {
 	var buf bytes.Buffer
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.InfoLevel))

@@ -3,11 +3,9 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -87,36 +85,6 @@ type proc struct {
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every
 // Linux configuration Go supports.
 const clockTicks = 100
-
-// procSample reads the CPU time (in clock ticks) and resident set size of pid.
-func procSample(pid int) (ticks uint64, rss int64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, fmt.Errorf("read process stat: %w", err)
-	}
-	return parseStat(b)
-}
-
-// parseStat extracts utime+stime and rss (in bytes) from a /proc/PID/stat line. The
-// command name may contain spaces and parentheses, so fields are counted after the last ')'.
-func parseStat(b []byte) (ticks uint64, rss int64, err error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("parse process stat: no command name")
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state); utime is field 14, stime 15, rss 24.
-	if len(f) < 22 {
-		return 0, 0, fmt.Errorf("parse process stat: %d fields, want at least 24", len(f)+2)
-	}
-	ut, err1 := strconv.ParseUint(string(f[11]), 10, 64)
-	st, err2 := strconv.ParseUint(string(f[12]), 10, 64)
-	pages, err3 := strconv.ParseInt(string(f[21]), 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, fmt.Errorf("parse process stat: bad number")
-	}
-	return ut + st, pages * int64(os.Getpagesize()), nil
-}
 
 // lineLogger re-logs a worker's output line by line with its slot and pid. Lines longer
 // than maxLogLine are cut, so a worker that never writes a newline cannot grow the

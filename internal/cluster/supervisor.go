@@ -752,22 +752,16 @@ func (s *Supervisor) poll(p *proc) {
 		// workers are most of its CPU and memory, and max_memory_restart must see them.
 		// Tree rescans all of /proc only every few readings, so this stays cheap.
 		if tree == nil {
-			tree, _ = procstat.NewTree(procstat.TreeConfig{PID: p.pid})
-		}
-		var ticks uint64
-		var rss int64
-		if tree != nil {
-			u, err := tree.Read()
-			if err != nil {
-				continue
-			}
-			ticks, rss = uint64(u.CPU/(time.Second/clockTicks)), u.RSS
-		} else { // gone before its first reading, or no /proc: the process alone, if any
 			var err error
-			if ticks, rss, err = procSample(p.pid); err != nil {
-				continue
+			if tree, err = procstat.NewTree(procstat.TreeConfig{PID: p.pid}); err != nil {
+				continue // gone before its first reading: its waiter reports the exit
 			}
 		}
+		u, err := tree.Read()
+		if err != nil {
+			continue
+		}
+		ticks, rss := uint64(u.CPU/(time.Second/clockTicks)), u.RSS
 		now := time.Now()
 		s.post(func() { s.sample(p, now, ticks, rss) })
 	}
@@ -913,6 +907,13 @@ func (s *Supervisor) check() {
 	if len(silent) == 0 {
 		return
 	}
+	if online >= 2 && !s.othersHeard(silent, now, hb/2) {
+		// At the onset of a whole-cluster silence the workers cross heartbeat_timeout one
+		// stats round apart (each is asked on its own ticker), and the first would look
+		// silent alone. A worker is silent on its own only while others answer: wait until
+		// one is heard, or the next check finds them all silent.
+		return
+	}
 	if now.Sub(s.lastSilenceKill) < hb {
 		return // one at a time: the next one, if still silent, after another heartbeat_timeout
 	}
@@ -921,6 +922,17 @@ func (s *Supervisor) check() {
 	s.lastSilenceKill = now
 	p.state = StateStopping
 	p.kill()
+}
+
+// othersHeard reports whether an online worker outside silent was heard from within
+// recent of now (loop only).
+func (s *Supervisor) othersHeard(silent []*proc, now time.Time, recent time.Duration) bool {
+	for p := range s.procs {
+		if p.state == StateOnline && !slices.Contains(silent, p) && now.Sub(p.lastHeard) < recent {
+			return true
+		}
+	}
+	return false
 }
 
 // exited handles the end of a process (loop only).
@@ -1457,6 +1469,7 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 	})
 	s.ops.Lock()
 	defer s.ops.Unlock()
+	begun := time.Now()
 	var procs []*proc
 	if !s.call(func() {
 		s.stopping = true
@@ -1486,6 +1499,7 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 			err = ctx.Err()
 		}
 	}
+	s.endGroups(procs, begun.Add(s.cfg.KillTimeout.D()))
 	s.call(func() {
 		for _, sl := range s.slots {
 			if sl.file != nil {
@@ -1505,6 +1519,30 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 	s.post(nil)
 	<-s.quit
 	return err
+}
+
+// endGroups waits until deadline for what the stopped workers forked and left in their
+// process groups (the leaders have exited), then SIGKILLs what remains, as systemd ends a
+// stopped service's remaining processes after TimeoutStopSec: else they would outlive
+// the supervisor and hold the port.
+func (s *Supervisor) endGroups(procs []*proc, deadline time.Time) {
+	alive := func() (left []*proc) {
+		for _, p := range procs {
+			if syscall.Kill(-p.pid, 0) == nil {
+				left = append(left, p)
+			}
+		}
+		return left
+	}
+	left := alive()
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		left = alive()
+	}
+	for _, p := range left {
+		p.log.Warn("worker's children still running after kill_timeout: SIGKILL to its process group")
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
 }
 
 // Done is closed once the supervisor has stopped.
