@@ -24,10 +24,12 @@ build:
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
 # itself), build, and run the cluster: one worker per CPU this process may use (the cgroup's
 # limit), all on HOST:PORT, supervised (configs/cluster.yaml; INSTANCES overrides).
+# SUPERVISOR_FLAGS: more `supervisor run` flags (-dashboard 127.0.0.1:8090, -metrics ..., -log-dir ...).
 INSTANCES ?= max
+SUPERVISOR_FLAGS ?=
 run: build $(DB)
 	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) $(BIN)/supervisor run -config configs/cluster.yaml \
-		-instances $(INSTANCES) -listen $(HOST):$(PORT)
+		-instances $(INSTANCES) -listen $(HOST):$(PORT) $(SUPERVISOR_FLAGS)
 
 # run-worker: one worker alone, binding HOST:PORT itself with SO_REUSEPORT.
 run-worker: build $(DB)
