@@ -345,7 +345,7 @@ func rates(a, b procstat.Host, dt time.Duration) hostRates {
 			continue
 		}
 		idle := (c.Idle + c.IOWait) - (p.Idle + p.IOWait)
-		total := cpuTotal(c) - cpuTotal(p)
+		total := c.Total() - p.Total()
 		busy := 0.0
 		if total > 0 {
 			busy = min(max(100*(1-idle/total), 0), 100)
@@ -357,10 +357,6 @@ func rates(a, b procstat.Host, dt time.Duration) hostRates {
 		r.TxPerS = max(float64(b.NetTxBytes-a.NetTxBytes), 0) / s
 	}
 	return r
-}
-
-func cpuTotal(c procstat.CPUTime) float64 {
-	return c.User + c.Nice + c.System + c.Idle + c.IOWait + c.IRQ + c.SoftIRQ + c.Steal
 }
 
 // renderMonit lays st out in lines of at most width columns and, when height > 0, at most

@@ -12,9 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -212,9 +210,10 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	// its /proc/self/exe is the supervisor's image too. (Linux only, as the rest of this is.)
 	//
 	// Under systemd (Type=notify): readiness, reloads, stopping, a status line and the
-	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it: with NotifyAccess=main
-	// systemd would drop their messages anyway, and they must not speak for the service.
-	opts := cluster.Options{Logger: log, Environ: withoutVars(os.Environ(), "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"),
+	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it (nor WATCHDOG_*): the
+	// cluster gives each its own or none, since with NotifyAccess=main systemd would drop
+	// their messages anyway, and they must not speak for the service.
+	opts := cluster.Options{Logger: log, Environ: os.Environ(),
 		ListenPIDShim: []string{selfExe, listenPIDShim, "--"}}
 	notifier, err := sdnotify.New(getenv("NOTIFY_SOCKET"))
 	if err != nil {
@@ -486,18 +485,6 @@ func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, reg
 		reply(w, http.StatusAccepted, map[string]bool{"ok": true})
 	})
 	return mux
-}
-
-// withoutVars returns env without the variables named.
-func withoutVars(env []string, names ...string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(names, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // isTerminal reports whether f is a terminal.

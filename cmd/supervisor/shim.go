@@ -33,7 +33,11 @@ func execWithListenPID(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", listenPIDShim, err)
 	}
-	env := append(withoutVars(os.Environ(), "LISTEN_PID"), "LISTEN_PID="+strconv.Itoa(os.Getpid()))
+	// Setenv replaces an inherited LISTEN_PID in place: exec's environment must not hold
+	// two, of which a program's getenv would take the first.
+	if err := os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid())); err != nil {
+		return fmt.Errorf("%s: %w", listenPIDShim, err)
+	}
 	// The unit's AmbientCapabilities=CAP_BPF is for the supervisor's steering program, and
 	// ambient capabilities survive execve: without this every worker would hold CAP_BPF
 	// too. The supervisor cannot lower it for its children itself: capabilities belong to a
@@ -44,7 +48,7 @@ func execWithListenPID(args []string) error {
 	// it). An error (EINVAL: a kernel without CAP_BPF) leaves nothing to lower.
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, unix.CAP_BPF, 0, 0)
-	if err := syscall.Exec(path, args, env); err != nil {
+	if err := syscall.Exec(path, args, os.Environ()); err != nil {
 		return fmt.Errorf("%s: exec %s: %w", listenPIDShim, path, err)
 	}
 	return nil

@@ -1,10 +1,7 @@
 package ceiling
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -81,8 +78,8 @@ func (w *progressWriter) begin(r Run, expected time.Duration) {
 	}
 	w.p.State = ProgressRunning
 	w.p.Error = ""
-	w.p.Current = &ProgressRun{Workload: r.Workload, Mode: r.Mode, Purpose: r.Purpose, N: r.N,
-		Started: r.Started, ExpectedS: expected.Seconds()}
+	w.p.Current = progressRunOf(r)
+	w.p.Current.ExpectedS = expected.Seconds()
 	w.write()
 }
 
@@ -94,9 +91,9 @@ func (w *progressWriter) finish(r Run) {
 	w.p.State = ProgressRunning
 	w.p.RunsDone++
 	w.p.Current = nil
-	w.p.Last = &ProgressRun{Workload: r.Workload, Mode: r.Mode, Purpose: r.Purpose, N: r.N, Started: r.Started,
-		DurationS: r.DurationS, RPS: r.RPS, CPUUsPerReq: r.ServerCPUUsPerReq, P99Ms: r.P99Ms,
-		Verdict: r.Verdict, Skipped: r.Skipped}
+	w.p.Last = progressRunOf(r)
+	w.p.Last.DurationS, w.p.Last.RPS, w.p.Last.CPUUsPerReq, w.p.Last.P99Ms = r.DurationS, r.RPS, r.ServerCPUUsPerReq, r.P99Ms
+	w.p.Last.Verdict, w.p.Last.Skipped = r.Verdict, r.Skipped
 	w.write()
 }
 
@@ -113,6 +110,11 @@ func (w *progressWriter) end(err error) {
 	w.write()
 }
 
+// progressRunOf is r's identity as progress.json shows it, without figures.
+func progressRunOf(r Run) *ProgressRun {
+	return &ProgressRun{Workload: r.Workload, Mode: r.Mode, Purpose: r.Purpose, N: r.N, Started: r.Started}
+}
+
 func (w *progressWriter) write() {
 	w.p.Updated = w.now().UTC().Truncate(time.Millisecond)
 	if err := WriteProgress(w.path, w.p); err != nil {
@@ -120,32 +122,5 @@ func (w *progressWriter) write() {
 	}
 }
 
-// WriteProgress writes p to path atomically: a temporary file in the same directory,
-// renamed over path.
-func WriteProgress(path string, p Progress) error {
-	b, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode progress: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".progress-*.json")
-	if err != nil {
-		return fmt.Errorf("write progress: %w", err)
-	}
-	_, werr := f.Write(append(b, '\n'))
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		// Readable by a dashboard run by another user, as the results files are.
-		werr = os.Chmod(f.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write progress: %w", werr)
-	}
-	return nil
-}
+// WriteProgress writes p to path atomically (writeJSONFile).
+func WriteProgress(path string, p Progress) error { return writeJSONFile(path, "progress", p) }

@@ -210,17 +210,33 @@ func ParseBits(s string) (float64, error) {
 
 // WriteJSON writes the sweep as indented JSON to path, atomically (a temporary file
 // renamed), so a sweep cut short leaves the runs finished so far.
-func (s *Sweep) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
+func (s *Sweep) WriteJSON(path string) error { return writeJSONFile(path, "sweep", s) }
+
+// writeJSONFile writes v as indented JSON to path atomically: a temporary file in the same
+// directory, renamed over path, so a reader (or a sweep cut short) never finds half of it.
+// The file is readable by other users (a dashboard run by another), as results are.
+func writeJSONFile(path, what string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode sweep: %w", err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write sweep: %w", err)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write sweep: %w", err)
+	_, werr := f.Write(append(b, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(f.Name(), 0o644) // CreateTemp made it private
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", what, werr)
 	}
 	return nil
 }

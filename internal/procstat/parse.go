@@ -147,8 +147,8 @@ func parseCPULine(f [][]byte, cpu int, hz float64) (CPUTime, error) {
 	return t, nil
 }
 
-// total is every mode's time of t.
-func (t CPUTime) total() float64 {
+// Total is every mode's time of t.
+func (t CPUTime) Total() float64 {
 	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
 }
 

@@ -273,8 +273,19 @@ func newState(root string) *state {
 	}
 }
 
-// clockTicks is USER_HZ, read from AT_CLKTCK in ROOT/self/auxv; 100 without one.
+// clockTicks is USER_HZ, read from AT_CLKTCK in ROOT/self/auxv; 100 without one. It is
+// fixed for the life of the system, so the real /proc's is read once (ReadHost runs every
+// second under monit and the dashboard, and at every scrape).
 func clockTicks(root string) int64 {
+	if root == "/proc" {
+		return procClockTicks()
+	}
+	return readClockTicks(root)
+}
+
+var procClockTicks = sync.OnceValue(func() int64 { return readClockTicks("/proc") })
+
+func readClockTicks(root string) int64 {
 	if b, err := os.ReadFile(filepath.Join(root, "self", "auxv")); err == nil {
 		if v, ok := auxvClockTicks(b); ok {
 			return v
@@ -465,15 +476,24 @@ func absorb(pend *uint64, d uint64) uint64 {
 // connections: the socket inodes among the tree's open files, looked up in the tree's
 // network namespace's TCP tables. One pass over each table per reading keeps the cost
 // linear in the number of sockets on the host.
+// rss is the resident memory of pid in bytes, from its statm; 0 if it is gone.
+func (st *state) rss(pid int) int64 {
+	b, err := st.readFile(filepath.Join(st.root, strconv.Itoa(pid), "statm"))
+	if err != nil {
+		return 0
+	}
+	pages, err := parseStatmRSS(b)
+	if err != nil {
+		return 0
+	}
+	return pages * st.pageSize
+}
+
 func (st *state) memoryAndConns(tree map[key]procStat) (rss int64, conns int) {
 	inodes := make(map[uint64]struct{})
 	for k := range tree {
+		rss += st.rss(k.pid)
 		dir := filepath.Join(st.root, strconv.Itoa(k.pid))
-		if b, err := st.readFile(filepath.Join(dir, "statm")); err == nil {
-			if pages, err := parseStatmRSS(b); err == nil {
-				rss += pages * st.pageSize
-			}
-		}
 		fdDir := filepath.Join(dir, "fd")
 		f, err := os.Open(fdDir)
 		if err != nil {

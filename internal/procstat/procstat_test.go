@@ -442,7 +442,7 @@ func FuzzParseHostStat(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if got.CPU != -1 || got.total() < 0 {
+		if got.CPU != -1 || got.Total() < 0 {
 			t.Fatalf("parseHostStat(%q) = %+v: want cpu -1 and no negative time", b, got)
 		}
 	})

@@ -104,11 +104,7 @@ func (t *Tree) Read() (TreeUsage, error) {
 	t.st.account(tree)
 	var rss int64
 	for k := range tree {
-		if b, err := t.st.readFile(filepath.Join(t.st.root, strconv.Itoa(k.pid), "statm")); err == nil {
-			if pages, err := parseStatmRSS(b); err == nil {
-				rss += pages * t.st.pageSize
-			}
-		}
+		rss += t.st.rss(k.pid)
 	}
 	tick := time.Second / time.Duration(t.st.hz)
 	u, s := time.Duration(t.st.user)*tick, time.Duration(t.st.sys)*tick
