@@ -21,17 +21,12 @@ const (
 	stateWoken
 )
 
-// Read deadline kinds: re-arming a deadline is a runtime timer update, so a connection
-// re-arms only when the kind changes or the idle deadline has less than idleSlack left.
-const (
-	dlNone = iota
-	dlIdle
-	dlRequest
-)
+// waitExpired marks a conn's waitBy once its wait was cut short (by the reaper or by
+// Shutdown), which set a read deadline in the past that the conn must clear.
+const waitExpired = -1
 
 const (
 	initialBuf = 4 << 10
-	idleSlack  = 5 * time.Second
 	// lingerTimeout and lingerBytes bound how long a refused client's unread input is
 	// drained before the close, so the error response is not destroyed by a TCP reset.
 	lingerTimeout = time.Second
@@ -43,6 +38,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b
 type conn struct {
 	srv   *Server
 	nc    net.Conn
+	raw   *rawIO // nc's descriptor, nil where it has none
 	state atomic.Int32
 
 	buf     []byte // read buffer; buf[r:w] is unparsed input
@@ -56,9 +52,13 @@ type conn struct {
 	resp         Response
 	sentContinue bool
 
-	dlKind int
-	dlAt   time.Time
-	wdlAt  time.Time
+	// waitBy is when the read the conn waits in must end (monotonic ns, see monoNow): the
+	// idle or the request deadline, enforced by the server's reaper (see Server.reap)
+	// instead of a runtime timer per connection. 0: not waiting; waitExpired: cut short.
+	waitBy atomic.Int64
+	reqBy  int64      // the current request's deadline, from its first partial read; 0: none
+	dlMu   sync.Mutex // orders setting a past read deadline (expire) and clearing it
+	wdlAt  time.Time  // write deadline, for connections without a descriptor (see rawIO)
 }
 
 // outcome of parsing the buffered input.
@@ -138,37 +138,54 @@ func (c *conn) read(partial bool) bool {
 			return false
 		}
 	}
-	now := time.Now()
+	grace := false
 	if partial {
-		if c.dlKind != dlRequest {
-			c.nc.SetReadDeadline(now.Add(s.readTO()))
-			c.dlKind = dlRequest
+		if c.reqBy == 0 {
+			c.reqBy = monoNow() + int64(s.readTO())
 		}
+		c.waitBy.Store(c.reqBy)
 	} else {
-		if c.dlKind != dlIdle || c.dlAt.Sub(now) < s.idle()-idleSlack {
-			c.dlAt = now.Add(s.idle())
-			c.nc.SetReadDeadline(c.dlAt)
-			c.dlKind = dlIdle
-		}
-		// Publish "idle" after arming the deadline and before checking closing: either
-		// Shutdown sees idle and wakes us, or we see closing and leave.
+		c.reqBy = 0
+		c.waitBy.Store(monoNow() + int64(s.idle()))
+		// Publish "idle" after the deadline and before checking closing: either Shutdown
+		// sees idle and wakes us, or we see closing and leave.
 		c.state.Store(stateIdle)
 		if s.closing.Load() {
 			// Draining: a request may already be on its way (the client cannot know we
 			// are stopping); wait IdleGrace for it, then close.
 			if s.IdleGrace <= 0 {
+				c.waitBy.Store(0)
 				return false
 			}
-			c.nc.SetReadDeadline(now.Add(s.IdleGrace))
-			c.dlKind = dlNone
+			c.waitBy.Store(0)
+			c.dlMu.Lock()
+			if c.state.Load() == stateIdle { // not woken by Shutdown already
+				c.nc.SetReadDeadline(time.Now().Add(s.IdleGrace))
+			}
+			c.dlMu.Unlock()
+			grace = true
 		}
 	}
-	n, err := c.nc.Read(c.buf[c.w:])
-	if !partial && !c.state.CompareAndSwap(stateIdle, stateActive) {
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = c.raw.read(c.buf[c.w:])
+	} else {
+		n, err = c.nc.Read(c.buf[c.w:])
+	}
+	expired := c.waitBy.Swap(0) == waitExpired
+	woken := !partial && !c.state.CompareAndSwap(stateIdle, stateActive)
+	if expired || woken || grace {
+		// A read deadline was set (in the past, or IdleGrace's): clear it, so input that
+		// raced with it is still read; the request's own deadline is the reaper's again.
+		c.dlMu.Lock()
+		c.nc.SetReadDeadline(time.Time{})
+		c.dlMu.Unlock()
+	}
+	if woken {
 		// Woken by Shutdown. Input that raced with it is still answered (with
-		// "Connection: close"); the deadline is re-armed for it below.
+		// "Connection: close").
 		c.state.Store(stateActive)
-		c.dlKind = dlNone
 		if n == 0 {
 			return false
 		}
@@ -182,6 +199,24 @@ func (c *conn) read(partial bool) bool {
 	}
 	return true
 }
+
+// expire cuts short the read the conn waits in if that wait's deadline is still by (the
+// conn may have moved on since the reaper looked). The read returns a timeout.
+func (c *conn) expire(by int64) {
+	c.dlMu.Lock()
+	if c.waitBy.CompareAndSwap(by, waitExpired) {
+		c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+	c.dlMu.Unlock()
+}
+
+// aLongTimeAgo is a deadline in the past: it makes a waiting read return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// monoNow is the monotonic clock in nanoseconds since the process started.
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+var epoch = time.Now()
 
 func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
@@ -358,9 +393,7 @@ func (c *conn) parse() (outcome, *protoError) {
 
 	keepAlive = c.dispatch(keepAlive)
 	c.r, c.scan, c.sentContinue = end, end, false
-	if c.dlKind == dlRequest {
-		c.dlKind = dlNone // the next request gets its own ReadTimeout
-	}
+	c.reqBy = 0 // the next request gets its own ReadTimeout
 	if !keepAlive {
 		return closeNow, nil
 	}
@@ -435,12 +468,17 @@ func (c *conn) flush() bool {
 	if len(c.out) == 0 {
 		return true
 	}
-	now := time.Now()
-	if wt := c.srv.writeTO(); c.wdlAt.Sub(now) < wt/2 {
-		c.wdlAt = now.Add(wt)
-		c.nc.SetWriteDeadline(c.wdlAt)
+	var err error
+	if c.raw != nil {
+		_, err = c.raw.write(c.out, c.srv.writeTO())
+	} else {
+		now := time.Now()
+		if wt := c.srv.writeTO(); c.wdlAt.Sub(now) < wt/2 {
+			c.wdlAt = now.Add(wt)
+			c.nc.SetWriteDeadline(c.wdlAt)
+		}
+		_, err = c.nc.Write(c.out)
 	}
-	_, err := c.nc.Write(c.out)
 	c.out = c.out[:0]
 	return err == nil
 }
@@ -483,9 +521,11 @@ func (c *conn) fail(perr *protoError) {
 // wakeIfIdle makes a connection that waits for its next request return from its read, so
 // it can close. A busy connection closes by itself after its current responses.
 func (c *conn) wakeIfIdle() {
+	c.dlMu.Lock()
 	if c.state.CompareAndSwap(stateIdle, stateWoken) {
-		c.nc.SetReadDeadline(time.Now())
+		c.nc.SetReadDeadline(aLongTimeAgo)
 	}
+	c.dlMu.Unlock()
 }
 
 func nextLine(b []byte) (line, rest []byte) {
