@@ -1543,6 +1543,14 @@ func (s *Supervisor) endGroups(procs []*proc, deadline time.Time) {
 		p.log.Warn("worker's children still running after kill_timeout: SIGKILL to its process group")
 		syscall.Kill(-p.pid, syscall.SIGKILL)
 	}
+	// SIGKILL is delivered, not yet done: a process dies when it next runs in the kernel,
+	// which on a busy machine can be milliseconds later. Stop returns once the groups are
+	// gone, so that nothing it killed still holds the port; bounded, because an orphan
+	// whose new parent never reaps it stays a group member as a zombie.
+	for wait := time.Now().Add(time.Second); len(left) > 0 && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+		left = alive()
+	}
 }
 
 // Done is closed once the supervisor has stopped.
