@@ -127,6 +127,8 @@ ceiling-quick: build seed
 # users it holds (p95 < 500 ms, p99 < 1 s, < 1 % failures) from the other cores, shortened
 # holds (printed), CPU per request; PEER_FEED=DIR (a node-feed peer with node_modules) is
 # scored in the same run. A search takes 20-40 minutes; challenge-quick about 10 per server.
+# Where the generator has one core, CHALLENGE_FLAGS=-time-scale 3 keeps its connections below
+# where it stops keeping time (~11,000-16,000 of them; docs/bench.md).
 PEER_FEED ?=
 CHALLENGE_FLAGS ?=
 CHALLENGE_PEER = $(if $(PEER_FEED),-peer-feed $(PEER_FEED))

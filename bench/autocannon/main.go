@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	var sampler *procstat.Sampler
 	if o.serverPID > 0 {
-		sampler, err = procstat.Start(procstat.Config{PID: o.serverPID, Interval: o.sampleInt})
+		sampler, err = procstat.Start(procstat.Config{PID: o.serverPID, Interval: o.sampleInt, Conns: true})
 		if err != nil {
 			return fmt.Errorf("sample server: %w", err)
 		}

@@ -33,15 +33,30 @@ the hold), failures and the challenge's verdict (p95 < 500 ms, p99 < 1 s, failur
 < 1 %), and exits non-zero on FAIL.
 With -search, runs the challenge's search for the largest N that passes instead.
 
-More users than one process can hold open files for (15,000 per process) are split over
-child processes of this binary, each on its own local-address range; -procs forces K.
+More users than one process can hold open files for (its open-file limit less 512) are
+split over child processes of this binary, each on its own local-address range; -procs
+forces K.
 
 Flags:
 `
 
+// fdReserve is how many of a process's descriptors are kept for what is not a user's
+// socket: the runtime's, the token file, the pipes to children, a user's next socket
+// dialed while its old one closes.
+const fdReserve = 512
+
 // usersPerProcess is how many users one process runs before the run is split: each user
-// holds one socket, and the open-file limit here is 20,000 per process.
-const usersPerProcess = 15000
+// holds one socket, so it is the open-file limit (which Go's runtime raised to the hard
+// limit at start) less fdReserve. Splitting is for descriptors only: one process already
+// runs on every core it may, and two that share one core held 16,000 users worse than one
+// did (docs/bench.md).
+func usersPerProcess() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < 2*fdReserve {
+		return fdReserve // an odd limit: split early rather than fail to dial
+	}
+	return int(min(lim.Cur, 1<<30) - fdReserve)
+}
 
 // usersChildEnv marks a child process of a split run; its value is the child's part
 // (usersChildSpec as JSON).
@@ -56,7 +71,7 @@ type usersOptions struct {
 	rampDown   time.Duration
 	tokens     string
 	timeScale  float64
-	procs      int // 0: as many as usersPerProcess requires
+	procs      int // 0: as many as the open-file limit requires
 	localAddrs []netip.Addr
 	timeout    time.Duration
 	seed       uint64
@@ -87,7 +102,7 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	fs.DurationVar(&o.rampDown, "rampdown", journey.DefaultRampDown, "ramp-down: the users stop evenly over this time")
 	fs.StringVar(&o.tokens, "tokens", "", "token file written by `worker seed -tokens FILE` (required)")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "divide every think time by this: N users offer the load of N×X")
-	fs.IntVar(&o.procs, "procs", 0, "split the users over this many processes (default: one per 15,000 users)")
+	fs.IntVar(&o.procs, "procs", 0, "split the users over this many processes (default: as the open-file limit requires)")
 	addrs := fs.String("local-addrs", "", "spread connections over these source addresses: A-B (a range) or A,B,…")
 	fs.DurationVar(&o.timeout, "timeout", journey.DefaultTimeout, "per-request timeout")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the users' random choices (default: from the clock)")
@@ -183,10 +198,11 @@ func parseAddrRange(s string) ([]netip.Addr, error) {
 // process's part of a split run.
 func runUsers(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	c := &usersCmd{
-		getenv: getenv,
-		stdout: stdout,
-		stderr: &lockedWriter{w: stderr},
-		lead:   2 * time.Second,
+		getenv:     getenv,
+		stdout:     stdout,
+		stderr:     &lockedWriter{w: stderr},
+		lead:       2 * time.Second,
+		perProcess: usersPerProcess(),
 		command: func(ctx context.Context) (*exec.Cmd, error) {
 			exe, err := os.Executable()
 			if err != nil {
@@ -209,6 +225,8 @@ type usersCmd struct {
 	// lead is how far ahead of now a split run's children are told to start, so that they
 	// all start together however long each takes to load.
 	lead time.Duration
+	// perProcess is how many users one process runs (usersPerProcess).
+	perProcess int
 	// command makes the command that runs a child: this binary's `users` mode.
 	command func(ctx context.Context) (*exec.Cmd, error)
 }
@@ -343,12 +361,13 @@ func (c *usersCmd) search(ctx context.Context, o usersOptions, base journey.Conf
 }
 
 // procsFor is how many processes run users: the -procs flag, or enough to keep each
-// under usersPerProcess.
+// within perProcess.
 func (c *usersCmd) procsFor(users, flagProcs int) int {
 	if flagProcs > 0 {
 		return min(flagProcs, max(users, 1))
 	}
-	return max(1, (users+usersPerProcess-1)/usersPerProcess)
+	per := max(c.perProcess, 1)
+	return max(1, (users+per-1)/per)
 }
 
 // trial runs cfg.Users users, in this process or split over children.

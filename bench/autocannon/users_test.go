@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,5 +324,45 @@ func TestPrintRouteLatencies(t *testing.T) {
 				t.Errorf("printRouteLatencies wrote\n%s\nwant\n%s", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestProcsFor checks how a run is split: by the -procs flag, else by the users one
+// process has descriptors for.
+func TestProcsFor(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		perProcess, users, flag int
+		want                    int
+	}{
+		{"fits in one", 19488, 16000, 0, 1},
+		{"exactly full", 19488, 19488, 0, 1},
+		{"one over", 19488, 19489, 0, 2},
+		{"three", 15000, 40000, 0, 3},
+		{"flag wins", 19488, 16000, 2, 2},
+		{"no more processes than users", 19488, 3, 10, 3},
+		{"no users", 19488, 0, 0, 1},
+		{"no capacity measured", 0, 5, 0, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &usersCmd{perProcess: tc.perProcess}
+			if got := c.procsFor(tc.users, tc.flag); got != tc.want {
+				t.Errorf("procsFor(%d, %d) with %d per process = %d, want %d", tc.users, tc.flag, tc.perProcess, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUsersPerProcess checks that the split follows this process's open-file limit.
+func TestUsersPerProcess(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatalf("getrlimit: %v", err)
+	}
+	if lim.Cur < 2*fdReserve || lim.Cur > 1<<30 {
+		t.Skipf("open-file limit %d: outside the range this checks", lim.Cur)
+	}
+	if got, want := usersPerProcess(), int(lim.Cur)-fdReserve; got != want {
+		t.Errorf("usersPerProcess() = %d with an open-file limit of %d, want %d", got, lim.Cur, want)
 	}
 }

@@ -124,7 +124,7 @@ func TestRealTree(t *testing.T) {
 				t.Fatalf("helper said %q, %v; want ready", line, err)
 			}
 
-			s, err := Start(Config{PID: cmd.Process.Pid, Interval: tc.interval})
+			s, err := Start(Config{PID: cmd.Process.Pid, Interval: tc.interval, Conns: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,18 +167,20 @@ func TestFixture(t *testing.T) {
 		pid       int
 		wantProcs int
 		wantRSS   int64
+		noConns   bool // Config.Conns off: nothing is counted
 		wantConns int
 	}{
 		// 1001 (tcp, established) and 1003 (tcp6) of 100, 1004 of 101; 1002 listens and
 		// 1006 is in TIME_WAIT; 1005 belongs to 200.
-		{"whole tree", 100, 3, (1000 + 2000 + 100) * page, 3},
-		{"subtree", 101, 2, (2000 + 100) * page, 1},
-		{"leaf", 102, 1, 100 * page, 0},
-		{"host only", 0, 0, 0, 0},
+		{"whole tree", 100, 3, (1000 + 2000 + 100) * page, false, 3},
+		{"subtree", 101, 2, (2000 + 100) * page, false, 1},
+		{"leaf", 102, 1, 100 * page, false, 0},
+		{"host only", 0, 0, 0, false, 0},
+		{"whole tree, connections not asked for", 100, 3, (1000 + 2000 + 100) * page, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Start(Config{PID: tc.pid, Root: filepath.Join("testdata", "proc"), Interval: time.Hour})
+			s, err := Start(Config{PID: tc.pid, Root: filepath.Join("testdata", "proc"), Interval: time.Hour, Conns: !tc.noConns})
 			if err != nil {
 				t.Fatal(err)
 			}
