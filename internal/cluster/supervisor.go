@@ -1526,19 +1526,23 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 // stopped service's remaining processes after TimeoutStopSec: else they would outlive
 // the supervisor and hold the port.
 func (s *Supervisor) endGroups(procs []*proc, deadline time.Time) {
-	alive := func() (left []*proc) {
-		for _, p := range procs {
-			if syscall.Kill(-p.pid, 0) == nil {
-				left = append(left, p)
+	// waitGone polls until the groups of procs are gone or until, and returns those left.
+	waitGone := func(procs []*proc, until time.Time, every time.Duration) []*proc {
+		for {
+			left := procs[:0:0]
+			for _, p := range procs {
+				if syscall.Kill(-p.pid, 0) == nil {
+					left = append(left, p)
+				}
 			}
+			if len(left) == 0 || !time.Now().Before(until) {
+				return left
+			}
+			procs = left
+			time.Sleep(every)
 		}
-		return left
 	}
-	left := alive()
-	for len(left) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		left = alive()
-	}
+	left := waitGone(procs, deadline, 50*time.Millisecond)
 	for _, p := range left {
 		p.log.Warn("worker's children still running after kill_timeout: SIGKILL to its process group")
 		syscall.Kill(-p.pid, syscall.SIGKILL)
@@ -1547,10 +1551,7 @@ func (s *Supervisor) endGroups(procs []*proc, deadline time.Time) {
 	// which on a busy machine can be milliseconds later. Stop returns once the groups are
 	// gone, so that nothing it killed still holds the port; bounded, because an orphan
 	// whose new parent never reaps it stays a group member as a zombie.
-	for wait := time.Now().Add(time.Second); len(left) > 0 && time.Now().Before(wait); {
-		time.Sleep(10 * time.Millisecond)
-		left = alive()
-	}
+	waitGone(left, time.Now().Add(time.Second), 10*time.Millisecond)
 }
 
 // Done is closed once the supervisor has stopped.

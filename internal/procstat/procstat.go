@@ -266,7 +266,7 @@ type state struct {
 	hz       int64
 	pageSize int64
 	baseline bool // the first reading only records; it adds nothing to the totals
-	// countConns: memoryAndConns counts connections (Config.Conns).
+	// countConns: each reading counts the tree's connections (Config.Conns).
 	countConns bool
 
 	procs     map[key]*tracked
@@ -338,7 +338,10 @@ func (st *state) read(now time.Time) (reading, error) {
 		tree := st.scanTree()
 		st.account(tree)
 		r.procs = len(tree)
-		r.rss, r.conns = st.memoryAndConns(tree)
+		r.rss = st.memory(tree)
+		if st.countConns {
+			r.conns = st.conns(tree)
+		}
 	}
 	r.user, r.sys = st.user, st.sys
 	return r, nil
@@ -483,10 +486,6 @@ func absorb(pend *uint64, d uint64) uint64 {
 	return d
 }
 
-// memoryAndConns sums the tree's resident memory and, with countConns, counts its
-// established TCP connections: the socket inodes among the tree's open files, looked up
-// in the tree's network namespace's TCP tables. One pass over each table per reading keeps the cost
-// linear in the number of sockets on the host.
 // rss is the resident memory of pid in bytes, from its statm; 0 if it is gone.
 func (st *state) rss(pid int) int64 {
 	b, err := st.readFile(filepath.Join(st.root, strconv.Itoa(pid), "statm"))
@@ -500,15 +499,21 @@ func (st *state) rss(pid int) int64 {
 	return pages * st.pageSize
 }
 
-func (st *state) memoryAndConns(tree map[key]procStat) (rss int64, conns int) {
-	inodes := make(map[uint64]struct{})
+// memory sums the tree's resident memory.
+func (st *state) memory(tree map[key]procStat) (rss int64) {
 	for k := range tree {
 		rss += st.rss(k.pid)
-		if !st.countConns {
-			continue
-		}
-		dir := filepath.Join(st.root, strconv.Itoa(k.pid))
-		fdDir := filepath.Join(dir, "fd")
+	}
+	return rss
+}
+
+// conns counts the tree's established TCP connections: the socket inodes among the
+// tree's open files, looked up in the tree's network namespace's TCP tables. One pass
+// over each table per reading keeps the cost linear in the number of sockets on the host.
+func (st *state) conns(tree map[key]procStat) (conns int) {
+	inodes := make(map[uint64]struct{})
+	for k := range tree {
+		fdDir := filepath.Join(st.root, strconv.Itoa(k.pid), "fd")
 		f, err := os.Open(fdDir)
 		if err != nil {
 			continue // exited, or not ours to read
@@ -526,7 +531,7 @@ func (st *state) memoryAndConns(tree map[key]procStat) (rss int64, conns int) {
 		}
 	}
 	if len(inodes) == 0 {
-		return rss, 0
+		return 0
 	}
 	// The first root's view of net/ is its namespace's; fall back to ours if it has exited.
 	netDir := filepath.Join(st.root, strconv.Itoa(st.roots[0].pid), "net")
@@ -540,7 +545,7 @@ func (st *state) memoryAndConns(tree map[key]procStat) (rss int64, conns int) {
 		}
 		conns += countEstablished(b, inodes)
 	}
-	return rss, conns
+	return conns
 }
 
 // readFile reads a small /proc file into a buffer reused across calls; the result is
