@@ -30,6 +30,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	if cmd == "logs" {
 		fs.IntVar(&lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
 		fs.BoolVar(&follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
+		fs.IntVar(&lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
 	}
 	var logSlot string
 	if cmd == "logs" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -136,10 +137,33 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	case "reload":
 		fmt.Fprintln(stdout, "reloaded")
 	case "scale":
+		// As `pm2 scale` does, the table after scaling, so the new workers are seen.
 		fmt.Fprintln(stdout, "scaled")
+		return printStatus(ctx, c, stdout)
 	case "stop":
 		fmt.Fprintln(stdout, "stopping")
 	}
+	return nil
+}
+
+// printStatus reads the status from the control socket and prints it as a table.
+func printStatus(ctx context.Context, c *http.Client, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://supervisor/status", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("read status: %w", err)
+	}
+	defer resp.Body.Close()
+	var st statusReply
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&st); err != nil {
+		return fmt.Errorf("decode status: %w", err)
+	}
+	printTable(stdout, st)
 	return nil
 }
 

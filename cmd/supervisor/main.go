@@ -9,8 +9,9 @@
 //	supervisor reload [-socket PATH]
 //	supervisor scale N|+N|-N [-socket PATH]
 //	supervisor stop [-socket PATH]
-//	supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]
+//	supervisor logs [-f] [-n|--lines 15] [-socket PATH] [SLOT]
 //	supervisor monit [-interval 1s] [-once] [-socket PATH]
+//	supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
 //
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
@@ -28,6 +29,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -49,8 +52,10 @@ const usage = `usage:
   supervisor reload [-socket PATH]
   supervisor scale N|+N|-N [-socket PATH]
   supervisor stop [-socket PATH]
-  supervisor logs [-f] [-n 15] [-socket PATH] [SLOT]
-  supervisor monit [-interval 1s] [-once] [-socket PATH]`
+  supervisor logs [-f] [-n|--lines 15] [-socket PATH] [SLOT]
+  supervisor monit [-interval 1s] [-once] [-socket PATH]
+  supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
+                 (prints a systemd unit for this configuration, as pm2 startup)`
 
 // run is the whole program, so tests can call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -58,6 +63,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("no command given")
 	}
+	err := runCommand(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // `supervisor CMD -h` printed its flags: asked for, not an error
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "run":
 		return runCluster(ctx, args[1:], getenv, stderr)
@@ -65,6 +78,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "monit":
 		return runMonit(ctx, args[1:], getenv, stdout, stderr)
+	case "startup":
+		return runStartup(args[1:], getenv, stdout, stderr)
 	case listenPIDShim: // not in the usage: the supervisor's own, between it and a worker
 		return execWithListenPID(args[1:])
 	case "-h", "-help", "--help", "help":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,19 +46,23 @@ func IsEcosystem(path string) bool {
 	return yaml.Unmarshal(b, &top) == nil && top["apps"].Kind != 0
 }
 
-// LoadEcosystem reads a PM2 ecosystem file (.json or .yaml/.yml; JSON is YAML) with one app
+// LoadEcosystem reads a PM2 ecosystem file (.json, .yaml/.yml or .config.js; JSON is YAML) with one app
 // in `apps`, merges `env_NAME` over `env` when envName is given (pm2 start --env NAME), and
 // returns the cluster's Config. A field this supervisor does not support is an error that
-// names it, never ignored; a .config.js file cannot be evaluated here, and the error says
-// how to turn it into JSON.
+// names it, never ignored. A .config.js / .cjs / .mjs file is evaluated with node, as PM2
+// requires it; without node on PATH the error says so and how to turn it into JSON.
 func LoadEcosystem(path, envName string) (Config, Ecosystem, error) {
 	switch filepath.Ext(path) {
 	case ".js", ".cjs", ".mjs":
-		js := strings.TrimSuffix(path, filepath.Ext(path)) + ".json"
-		return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: a JavaScript file cannot be evaluated here; write it out as JSON once, with Node:\n"+
-			"  node -e 'console.log(JSON.stringify(require(%q), null, 2))' > %s\n"+
-			"then run the JSON, which has the same fields ({\"apps\": [{\"name\": ..., \"script\": ..., \"instances\": ...}]}):\n"+
-			"  supervisor run -config %s", path, mustAbs(path), js, js)
+		b, err := loadJSEcosystem(path, exec.LookPath)
+		if err != nil {
+			return Config{}, Ecosystem{}, err
+		}
+		c, e, err := ParseEcosystem(bytes.NewReader(b), envName)
+		if err != nil {
+			return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: %w", path, err)
+		}
+		return c, e, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {

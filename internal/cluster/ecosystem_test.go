@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -91,15 +92,77 @@ func TestParseEcosystem(t *testing.T) {
 	}
 }
 
+// TestLoadEcosystemJavaScript evaluates .config.js, .cjs and .mjs files with the real node,
+// as PM2 requires them; functions are dropped, node's errors shown.
 func TestLoadEcosystemJavaScript(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("ONEHOST_REQUIRE_PROGRAMS") == "1" {
+			t.Fatal("node not installed (Debian: apt-get install nodejs; .ci/run does)")
+		}
+		t.Skip("node not installed")
+	}
+	seed := `module.exports = {
+  apps: [
+    {
+      name: 'cpeak-cluster',
+      script: './cpeak.js',
+      instances: 'max', // Spawns one worker process per available CPU core
+      exec_mode: 'cluster', // Enables clustering
+      env: {
+        NODE_ENV: 'production',
+        PORT: 3000
+      }
+    }
+  ]
+};
+`
+	tests := []struct {
+		name, file, src string
+		want            string // error substring; "" for none
+	}{
+		{"seed", "ecosystem.config.js", seed, ""},
+		{"cjs with a function", "ecosystem.config.cjs", "const port = 3000; module.exports = {apps: [{name: 'cpeak-cluster', script: './cpeak.js', instances: 'max', exec_mode: 'cluster', env: {NODE_ENV: 'production', PORT: port}, post_update: undefined, hook() {}}]}", ""},
+		{"mjs", "ecosystem.config.mjs", "export default {apps: [{name: 'cpeak-cluster', script: './cpeak.js', instances: 'max', exec_mode: 'cluster', env: {NODE_ENV: 'production', PORT: 3000}}]}", ""},
+		{"esm in a .js", "ecosystem.config.js", "export default {apps: [{name: 'cpeak-cluster', script: './cpeak.js', instances: 'max', exec_mode: 'cluster', env: {NODE_ENV: 'production', PORT: 3000}}]}", ""},
+		{"syntax error", "ecosystem.config.js", "module.exports = {apps: [", "SyntaxError"},
+		{"throws", "ecosystem.config.js", "throw new Error('no config for you')", "no config for you"},
+		{"exports nothing", "ecosystem.config.js", "", "apps: no app given"},
+		{"unknown field named", "ecosystem.config.js", "module.exports = {apps: [{script: 'a.js', watch: true}]}", "apps[0].watch: not supported"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), tc.file)
+			os.WriteFile(p, []byte(tc.src), 0o600)
+			if !IsEcosystem(p) {
+				t.Errorf("IsEcosystem(%s) = false", tc.file)
+			}
+			c, e, err := LoadEcosystem(p, "")
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("LoadEcosystem = %v, want an error with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Name != "cpeak-cluster" || c.Instances != InstancesMax || !slices.Equal(c.Command, []string{"node", "./cpeak.js"}) ||
+				c.Env["PORT"] != "3000" || c.Env["NODE_ENV"] != "production" {
+				t.Errorf("got %+v %+v, want the seed's app", c, e)
+			}
+		})
+	}
+}
+
+// TestLoadEcosystemJavaScriptNoNode: without node on PATH the error says so and how to
+// convert the file.
+func TestLoadEcosystemJavaScriptNoNode(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // a directory without node
 	p := filepath.Join(t.TempDir(), "ecosystem.config.js")
 	os.WriteFile(p, []byte("module.exports = {apps: [{script: 'a.js'}]}"), 0o600)
-	if !IsEcosystem(p) {
-		t.Error("IsEcosystem(.config.js) = false")
-	}
 	_, _, err := LoadEcosystem(p, "")
-	if err == nil || !strings.Contains(err.Error(), "cannot be evaluated") || !strings.Contains(err.Error(), "JSON.stringify(require(") {
-		t.Fatalf("LoadEcosystem(.js) = %v, want the way to JSON", err)
+	if err == nil || !strings.Contains(err.Error(), "no node is on PATH") || !strings.Contains(err.Error(), "JSON.stringify(require(") {
+		t.Fatalf("LoadEcosystem(.js) = %v, want no node named and the way to JSON", err)
 	}
 	y := filepath.Join(t.TempDir(), "cluster.yaml")
 	os.WriteFile(y, []byte("instances: 2\n"), 0o600)
