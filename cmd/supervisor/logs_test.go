@@ -25,6 +25,9 @@ func TestLogsCommand(t *testing.T) {
 		}
 		return out.String()
 	}
+	if got := strings.Count(logs("--lines", "2"), "\n"); got != 2 {
+		t.Errorf("logs --lines 2 printed %d lines, want 2 (pm2 logs --lines)", got)
+	}
 	if got := strings.Count(logs("-n", "3"), "\n"); got != 3 {
 		t.Errorf("logs -n 3 printed %d lines", got)
 	}

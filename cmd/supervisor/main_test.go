@@ -259,6 +259,8 @@ func TestControlCommands(t *testing.T) {
 	t.Run("scale", func(t *testing.T) {
 		if out, err := c.cmd("scale", "+1"); err != nil {
 			t.Fatalf("scale +1: %v %s", err, out)
+		} else if !strings.Contains(out, "id") || !strings.Contains(out, "status") || strings.Count(out, "\n") < 5 {
+			t.Errorf("scale +1 printed %q, want the new table (pm2 scale)", out) // scaled, serving, header, 3 rows
 		}
 		if st, _ := c.status(); len(st.Workers) != 3 {
 			t.Errorf("after scale +1: %d workers, want 3", len(st.Workers))
