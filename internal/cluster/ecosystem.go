@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -194,6 +196,13 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 				merged[k] = v
 			}
 		}
+		if port, ok := merged["PORT"]; ok {
+			listen, err := ecosystemListen(port, merged["HOST"])
+			if err != nil {
+				return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env.PORT: %w", err)
+			}
+			put("listen", &yaml.Node{Kind: yaml.ScalarNode, Value: listen})
+		}
 		var n yaml.Node
 		if err := n.Encode(merged); err != nil {
 			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env: %w", err)
@@ -258,4 +267,20 @@ func supportedFields() string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")
+}
+
+// ecosystemListen is the address a PM2 app's cluster serves: the port the app itself asks
+// for in env.PORT (PM2 shares whatever port the app listens on), on env.HOST when given.
+// Without HOST it is every interface, 0.0.0.0, as the app's own listen(PORT) would bind
+// under PM2 (node binds all interfaces when no host is given); our default 127.0.0.1 would
+// leave a PM2 user's API unreachable from outside. -listen still overrides it.
+func ecosystemListen(port, host string) (string, error) {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%q: want a port number (0 to 65535)", port)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }

@@ -47,6 +47,9 @@ func TestParseEcosystem(t *testing.T) {
 	if c.Env["NODE_ENV"] != "production" || c.Env["PORT"] != "3000" {
 		t.Errorf("env %v: want env_production merged over env", c.Env)
 	}
+	if c.Listen != "0.0.0.0:3000" {
+		t.Errorf("listen %q, want the app's env.PORT on every interface, as its listen(PORT) under PM2", c.Listen)
+	}
 	if e.Name != "api" || e.LogFile != "/var/log/api.log" {
 		t.Errorf("ecosystem %+v", e)
 	}
@@ -71,6 +74,8 @@ func TestParseEcosystem(t *testing.T) {
 		{"merge_logs unset", `{"apps":[{"script":"a.js","out_file":"o.log"}]}`, "", "apps[0].merge_logs: not set, and PM2 then writes one file per instance", nil},
 		{"one merged file", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"o.log","merge_logs":true}]}`, "", "", []string{"node", "a.js"}},
 		{"bad value", `{"apps":[{"script":"a.js","instances":"lots"}]}`, "", `instances: "lots" is out of range`, nil},
+		{"env.HOST", `{"apps":[{"script":"a.js","env":{"PORT":8080,"HOST":"127.0.0.1"}}]}`, "", "", []string{"node", "a.js"}},
+		{"env.PORT not a port", `{"apps":[{"script":"a.js","env":{"PORT":"http"}}]}`, "", `apps[0].env.PORT: "http": want a port number`, nil},
 		{"other top-level key", `{"apps":[{"script":"a.js"}],"deploy":{}}`, "", "only `apps` is read", nil},
 	}
 	for _, tc := range tests {
@@ -147,7 +152,7 @@ func TestLoadEcosystemJavaScript(t *testing.T) {
 				t.Fatal(err)
 			}
 			if e.Name != "cpeak-cluster" || c.Instances != InstancesMax || !slices.Equal(c.Command, []string{"node", "./cpeak.js"}) ||
-				c.Env["PORT"] != "3000" || c.Env["NODE_ENV"] != "production" {
+				c.Env["PORT"] != "3000" || c.Env["NODE_ENV"] != "production" || c.Listen != "0.0.0.0:3000" {
 				t.Errorf("got %+v %+v, want the seed's app", c, e)
 			}
 		})
