@@ -77,6 +77,7 @@ type usersOptions struct {
 	seed       uint64
 	json       bool
 	progress   time.Duration
+	histLog    string // -hist-log: the hold's latencies per route as an interval log
 
 	search      bool
 	warmup      int
@@ -107,6 +108,7 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", journey.DefaultTimeout, "per-request timeout")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the users' random choices (default: from the clock)")
 	fs.BoolVar(&o.json, "j", false, "print the result as JSON")
+	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route as an HdrHistogram interval log (autocannon merge adds logs)")
 	fs.DurationVar(&o.progress, "progress", 10*time.Second, "print a progress line this often (0: never)")
 	fs.BoolVar(&o.search, "search", false, "search for the largest passing number of users (the challenge's score)")
 	fs.IntVar(&o.warmup, "warmup", 1000, "search: users of the unjudged warm-up trial (0: none)")
@@ -277,6 +279,11 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 	}
 	res, runErr := c.trial(ctx, o, base)
 	sum := gen.Stop()
+	if o.histLog != "" && runErr == nil {
+		if err := writeHistLog(o.histLog, usersLog(res, time.Now())); err != nil {
+			return fmt.Errorf("users: %w", err)
+		}
+	}
 	out := usersOutput{Result: res, Generator: usersGenerator(sum, res.Elapsed)}
 	if o.json {
 		if err := json.NewEncoder(c.stdout).Encode(out); err != nil {
