@@ -4,14 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/journey"
 )
 
 // helperArgsEnv makes the test binary run autocannon with these arguments (unit-separator
@@ -153,5 +159,44 @@ func TestUsersHistLogMerge(t *testing.T) {
 	}
 	if total == 0 || r.Requests != total {
 		t.Errorf("merged %d requests, want %d (> 0)", r.Requests, total)
+	}
+}
+
+// Two shares of one run (as two load hosts run them: their own user ranges, one agreed
+// start) merge to a result of all the users, each share's users signed in with their own
+// tokens.
+func TestUsersShares(t *testing.T) {
+	srv := httptest.NewServer(&usersFake{})
+	t.Cleanup(srv.Close)
+	tokens := writeTestTokens(t, 4)
+	startAt := strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixMilli(), 10)
+	parts := make([]journey.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, first := range []string{"1", "3"} {
+		wg.Add(1)
+		go func() { // both shares run at once, as on two hosts
+			defer wg.Done()
+			var stdout, stderr bytes.Buffer
+			args := strings.Fields("-n 2 -first-user " + first + " -total-users 4 -start-at " + startAt + " -seed 7 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -j -tokens " + tokens + " " + srv.URL)
+			if err := runUsers(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil {
+				errs[i] = fmt.Errorf("share from user %s: %w\n%s", first, err, stderr.String())
+				return
+			}
+			var out usersOutput
+			errs[i] = json.Unmarshal(stdout.Bytes(), &out)
+			parts[i] = out.Result
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := journey.Merge(parts...)
+	if m.Users != 4 || m.Requests == 0 || m.Histogram().TotalCount() != m.Requests || !m.Pass {
+		t.Errorf("merged: %d users, %d requests, histogram %d, pass %v; want 4 users, all requests, PASS",
+			m.Users, m.Requests, m.Histogram().TotalCount(), m.Pass)
 	}
 }
