@@ -33,6 +33,7 @@ type options struct {
 	noProgress     bool
 	statusCodes    bool
 	serverPID      int
+	histLog        string // --hist-log: write the latencies as an HdrHistogram interval log
 	help           bool
 }
 
@@ -104,6 +105,7 @@ var flagDefs = []flagDef{
 	}},
 	{[]string{"title", "T"}, valueFlag, func(o *options, v string) error { o.title = v; return nil }},
 	{[]string{"server-pid"}, valueFlag, func(o *options, v string) error { return positiveInt(v, &o.serverPID) }},
+	{[]string{"hist-log"}, valueFlag, func(o *options, v string) error { o.histLog = v; return nil }},
 	{[]string{"json", "j"}, boolFlag, func(o *options, _ string) error { o.json = true; return nil }},
 	{[]string{"latency", "l", "renderLatencyTable"}, boolFlag, func(o *options, _ string) error { o.latencyTable = true; return nil }},
 	{[]string{"no-progress", "n"}, boolFlag, func(o *options, _ string) error { o.noProgress = true; return nil }},
@@ -333,6 +335,7 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   -l/--latency             print the full latency percentile table
   -n/--no-progress         no progress line on stderr
   --renderStatusCodes      print the count of each status code
+  --hist-log FILE          write the latencies as an HdrHistogram interval log (autocannon merge adds logs)
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host
   -h/--help                this text
 

@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "users" {
 		return runUsers(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "merge" {
+		return runMerge(args[1:], stdout, stderr)
+	}
 	o, err := parseArgs(args, getenv)
 	if err != nil {
 		return err
@@ -104,6 +107,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err != nil {
 		return err
+	}
+	if o.histLog != "" {
+		if err := writeHistLog(o.histLog, loadgenLog(res)); err != nil {
+			return err
+		}
 	}
 	r := newReport(o, res, srv)
 	if o.json {

@@ -77,6 +77,11 @@ type usersOptions struct {
 	seed       uint64
 	json       bool
 	progress   time.Duration
+	histLog    string // -hist-log: the hold's latencies per route as an interval log
+	// A share of a run over several hosts (ceiling challenge -load-hosts): this host's
+	// users are firstUser.. of totalUsers, all hosts starting at startAt.
+	firstUser, totalUsers int
+	startAt               time.Time
 
 	search      bool
 	warmup      int
@@ -107,6 +112,10 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", journey.DefaultTimeout, "per-request timeout")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the users' random choices (default: from the clock)")
 	fs.BoolVar(&o.json, "j", false, "print the result as JSON")
+	fs.IntVar(&o.firstUser, "first-user", 0, "number of this run's first user (a share of a run over several hosts; default 1)")
+	fs.IntVar(&o.totalUsers, "total-users", 0, "users of the whole run this share belongs to (default: first-user-1+n)")
+	startAt := fs.Int64("start-at", 0, "start the ramp at this wall-clock time, in Unix milliseconds (every host of a shared run waits for it)")
+	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route as an HdrHistogram interval log (autocannon merge adds logs)")
 	fs.DurationVar(&o.progress, "progress", 10*time.Second, "print a progress line this often (0: never)")
 	fs.BoolVar(&o.search, "search", false, "search for the largest passing number of users (the challenge's score)")
 	fs.IntVar(&o.warmup, "warmup", 1000, "search: users of the unjudged warm-up trial (0: none)")
@@ -147,6 +156,9 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	}
 	if o.warmup == 0 {
 		o.warmup = -1 // journey.SearchConfig: negative means no warm-up
+	}
+	if *startAt > 0 {
+		o.startAt = time.UnixMilli(*startAt)
 	}
 	var err error
 	if o.localAddrs, err = parseAddrRange(*addrs); err != nil {
@@ -259,6 +271,9 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 		LocalAddrs: o.localAddrs,
 		Timeout:    o.timeout,
 		Seed:       o.seed,
+		FirstUser:  o.firstUser,
+		TotalUsers: o.totalUsers,
+		StartAt:    o.startAt,
 	}
 
 	// The generator's own CPU, children included: it must stay well below the machine's,
@@ -277,6 +292,11 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 	}
 	res, runErr := c.trial(ctx, o, base)
 	sum := gen.Stop()
+	if o.histLog != "" && runErr == nil {
+		if err := writeHistLog(o.histLog, usersLog(res, time.Now())); err != nil {
+			return fmt.Errorf("users: %w", err)
+		}
+	}
 	out := usersOutput{Result: res, Generator: usersGenerator(sum, res.Elapsed)}
 	if o.json {
 		if err := json.NewEncoder(c.stdout).Encode(out); err != nil {
@@ -387,6 +407,9 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now().Add(c.lead)
+	if !cfg.StartAt.IsZero() {
+		start = cfg.StartAt // a share of a run over several hosts: the agreed time
+	}
 	type outcome struct {
 		res journey.Result
 		got bool
@@ -394,7 +417,11 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 	}
 	outcomes := make([]outcome, k)
 	var wg sync.WaitGroup
-	first := 1
+	first := max(cfg.FirstUser, 1)
+	total := cfg.TotalUsers
+	if total == 0 {
+		total = first - 1 + cfg.Users
+	}
 	for i := range k {
 		n := cfg.Users/k + btoi(i < cfg.Users%k)
 		spec := usersChildSpec{
@@ -402,7 +429,7 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 			Tokens:        o.tokens,
 			Users:         n,
 			FirstUser:     first,
-			TotalUsers:    cfg.Users,
+			TotalUsers:    total,
 			Ramp:          cfg.Ramp,
 			Hold:          cfg.Hold,
 			RampDown:      cfg.RampDown,

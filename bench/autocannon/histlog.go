@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/onehost/onehost/internal/histlog"
+	"github.com/onehost/onehost/internal/journey"
+	"github.com/onehost/onehost/internal/loadgen"
+)
+
+// writeHistLog writes lg to path (-hist-log): the run's latencies as an HdrHistogram
+// interval log, which `autocannon merge` adds to other runs' logs bucket by bucket.
+func writeHistLog(path string, lg histlog.Log) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write histogram log: %w", err)
+	}
+	if err := histlog.Write(f, lg); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write histogram log: %w", err)
+	}
+	return nil
+}
+
+// loadgenLog is a plain run's log: one interval, tag "all", over the whole run.
+func loadgenLog(res *loadgen.Result) histlog.Log {
+	return histlog.Log{Base: res.Start, Intervals: []histlog.Interval{{
+		Tag: "all", Length: res.Duration(), Hist: res.Latency,
+	}}}
+}
+
+// usersLog is a journey's log: one interval per route over the hold (the measured
+// part of the run; Routes[].Hist holds the hold's requests only).
+func usersLog(res journey.Result, end time.Time) histlog.Log {
+	start := end.Add(-res.Elapsed)
+	lg := histlog.Log{Base: start}
+	for _, name := range []string{journey.RouteFeed, journey.RoutePost, journey.RouteLike, journey.RouteCreate} {
+		c, ok := res.Routes[name]
+		if !ok || c.Hist.Histogram == nil {
+			continue
+		}
+		lg.Intervals = append(lg.Intervals, histlog.Interval{Tag: name, Length: res.Elapsed, Hist: c.Hist.Histogram})
+	}
+	return lg
+}
+
+// mergeReport is what `autocannon merge` prints: the latency table autocannon prints
+// (the same "latency" object its JSON has) of every log's requests added together, and
+// one per tag.
+type mergeReport struct {
+	Files    []string             `json:"files"`
+	Requests int64                `json:"requests"`
+	Latency  dist                 `json:"latency"`
+	Tags     map[string]mergedTag `json:"tags"`
+}
+
+type mergedTag struct {
+	Requests int64 `json:"requests"`
+	Latency  dist  `json:"latency"`
+}
+
+// runMerge is `autocannon merge [-j] [-o FILE] FILE...`.
+func runMerge(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("autocannon merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("j", false, "print the merged result as JSON")
+	out := fs.String("o", "", "also write the merged histograms (one interval per tag) as an interval log here")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("merge: give one or more interval logs (autocannon merge [-j] [-o FILE] FILE...)")
+	}
+	var logs []histlog.Log
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		lg, err := histlog.Read(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("merge %s: %w", path, err)
+		}
+		logs = append(logs, lg)
+	}
+	m := histlog.Merge(logs...)
+	r := mergeReport{Files: fs.Args(), Requests: m.All.TotalCount(), Latency: latencyDist(m.All), Tags: map[string]mergedTag{}}
+	for _, tag := range m.TagNames() {
+		r.Tags[tag] = mergedTag{Requests: m.Tags[tag].TotalCount(), Latency: latencyDist(m.Tags[tag])}
+	}
+	if *out != "" {
+		lg := histlog.Log{Base: m.Base}
+		for _, tag := range m.TagNames() {
+			lg.Intervals = append(lg.Intervals, histlog.Interval{Tag: tag, Length: time.Duration(len(m.PerSecond)) * time.Second, Hist: m.Tags[tag]})
+		}
+		if err := writeHistLog(*out, lg); err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(r)
+	}
+	printMerge(stdout, r, m.All, m.Tags)
+	return nil
+}
+
+func printMerge(w io.Writer, r mergeReport, all *hdrhistogram.Histogram, tags map[string]*hdrhistogram.Histogram) {
+	fmt.Fprintf(w, "Merged %d interval log(s): %d requests\n\n", len(r.Files), r.Requests)
+	fmt.Fprintf(w, "%-8s %10s %10s %10s %10s %10s %10s %10s\n", "tag", "requests", "p50", "p90", "p99", "p99.9", "mean", "max")
+	row := func(name string, h *hdrhistogram.Histogram) {
+		ms := func(us int64) string { return fmt.Sprintf("%.2f ms", float64(us)/1000) }
+		fmt.Fprintf(w, "%-8s %10d %10s %10s %10s %10s %10s %10s\n", name, h.TotalCount(),
+			ms(h.ValueAtPercentile(50)), ms(h.ValueAtPercentile(90)), ms(h.ValueAtPercentile(99)),
+			ms(h.ValueAtPercentile(99.9)), fmt.Sprintf("%.2f ms", h.Mean()/1000), ms(h.Max()))
+	}
+	for _, name := range sortedKeys(tags) {
+		row(name, tags[name])
+	}
+	if len(tags) > 1 {
+		row("all", all)
+	}
+}
+
+func sortedKeys(m map[string]*hdrhistogram.Histogram) []string {
+	return histlog.Merged{Tags: m}.TagNames()
+}

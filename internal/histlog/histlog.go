@@ -1,0 +1,230 @@
+// Package histlog writes and reads latency histograms in HdrHistogram's interval-log
+// format (the form wrk2, jHiccup and the HdrHistogram tools read) and merges them bucket
+// by bucket, so that runs from several generator processes or hosts add up to exactly
+// the histogram one process would have recorded: percentiles are never averaged.
+//
+// A log is
+//
+//	#[Histogram log format version 1.3]
+//	#[StartTime: 1796212345.000 (seconds since epoch), 2026-12-02T11:32:25Z]
+//	#[BaseTime: 1796212345.000 (seconds since epoch)]
+//	"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"
+//	Tag=feed,0.000,1.000,12.345,HISTFAAA...
+//
+// one line per (tag, interval): start seconds since BaseTime, length in seconds, the
+// interval's maximum in milliseconds and the histogram in HdrHistogram's V2 compressed
+// base64 encoding. Values are recorded in microseconds, as internal/loadgen and
+// internal/journey record them.
+package histlog
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Interval is one histogram of one tag (a route, or "all") over one time window.
+type Interval struct {
+	Tag    string
+	Start  time.Duration // since the log's base time
+	Length time.Duration
+	Hist   *hdrhistogram.Histogram // values in microseconds
+}
+
+// Log is a parsed interval log.
+type Log struct {
+	Base      time.Time // the wall-clock time interval starts count from
+	Intervals []Interval
+}
+
+// Write writes lg in the interval-log format.
+func Write(w io.Writer, lg Log) error {
+	bw := bufio.NewWriter(w)
+	base := float64(lg.Base.UnixMilli()) / 1000
+	fmt.Fprintf(bw, "#[Histogram log format version %s]\n", hdrhistogram.HISTOGRAM_LOG_FORMAT_VERSION)
+	fmt.Fprintf(bw, "#[StartTime: %.3f (seconds since epoch), %s]\n", base, lg.Base.UTC().Format(time.RFC3339))
+	fmt.Fprintf(bw, "#[BaseTime: %.3f (seconds since epoch)]\n", base)
+	bw.WriteString(`"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"` + "\n")
+	for _, iv := range lg.Intervals {
+		if strings.ContainsAny(iv.Tag, ", \r\n") {
+			return fmt.Errorf("write interval: tag %q has a comma, space or line break", iv.Tag)
+		}
+		enc, err := iv.Hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+		if err != nil {
+			return fmt.Errorf("encode histogram %q: %w", iv.Tag, err)
+		}
+		if iv.Tag != "" {
+			bw.WriteString("Tag=" + iv.Tag + ",")
+		}
+		fmt.Fprintf(bw, "%.3f,%.3f,%.3f,%s\n", iv.Start.Seconds(), iv.Length.Seconds(),
+			float64(iv.Hist.Max())/1000, enc)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write interval log: %w", err)
+	}
+	return nil
+}
+
+// Read parses an interval log. Comment lines other than StartTime and BaseTime, the
+// legend and blank lines are skipped; a malformed interval line is an error naming its
+// line number.
+func Read(r io.Reader) (Log, error) {
+	var lg Log
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var start, base float64
+	var haveStart, haveBase bool
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case line == "", strings.HasPrefix(line, `"StartTimestamp"`):
+			continue
+		case strings.HasPrefix(line, "#[StartTime: "):
+			v, err := leadingFloat(line[len("#[StartTime: "):])
+			if err != nil {
+				return lg, fmt.Errorf("read line %d: start time: %w", n, err)
+			}
+			start, haveStart = v, true
+			continue
+		case strings.HasPrefix(line, "#[BaseTime: "):
+			v, err := leadingFloat(line[len("#[BaseTime: "):])
+			if err != nil {
+				return lg, fmt.Errorf("read line %d: base time: %w", n, err)
+			}
+			base, haveBase = v, true
+			continue
+		case strings.HasPrefix(line, "#"):
+			continue
+		}
+		iv, err := parseInterval(line)
+		if err != nil {
+			return lg, fmt.Errorf("read line %d: %w", n, err)
+		}
+		lg.Intervals = append(lg.Intervals, iv)
+	}
+	if err := sc.Err(); err != nil {
+		return lg, fmt.Errorf("read interval log: %w", err)
+	}
+	if !haveBase {
+		base = start // HdrHistogram's tools treat a missing BaseTime as the StartTime
+	}
+	_ = haveStart
+	lg.Base = time.UnixMilli(int64(base * 1000))
+	return lg, nil
+}
+
+func leadingFloat(s string) (float64, error) {
+	end := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if end >= 0 {
+		s = s[:end]
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+func parseInterval(line string) (Interval, error) {
+	var iv Interval
+	if rest, ok := strings.CutPrefix(line, "Tag="); ok {
+		tag, after, found := strings.Cut(rest, ",")
+		if !found {
+			return iv, fmt.Errorf("parse interval: tag with no fields")
+		}
+		iv.Tag, line = tag, after
+	}
+	f := strings.SplitN(line, ",", 4)
+	if len(f) != 4 {
+		return iv, fmt.Errorf("parse interval: %d fields, want 4", len(f))
+	}
+	var secs [3]float64
+	for i := range secs {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil || v < 0 || v > 1e12 {
+			return iv, fmt.Errorf("parse interval: field %d %q is not a time", i+1, f[i])
+		}
+		secs[i] = v
+	}
+	iv.Start = time.Duration(secs[0] * float64(time.Second))
+	iv.Length = time.Duration(secs[1] * float64(time.Second))
+	h, err := decode(f[3])
+	if err != nil {
+		return iv, err
+	}
+	iv.Hist = h
+	return iv, nil
+}
+
+// decode decodes one histogram, turning a panic inside the library on hostile input into
+// an error (the fuzz target feeds it arbitrary bytes).
+func decode(s string) (h *hdrhistogram.Histogram, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h, err = nil, fmt.Errorf("decode histogram: %v", r)
+		}
+	}()
+	h, err = hdrhistogram.Decode([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("decode histogram: %w", err)
+	}
+	return h, nil
+}
+
+// Merged is the sum of several logs: one histogram per tag and one per second (all tags),
+// each added bucket by bucket.
+type Merged struct {
+	Tags      map[string]*hdrhistogram.Histogram
+	All       *hdrhistogram.Histogram   // every interval of every tag
+	PerSecond []*hdrhistogram.Histogram // PerSecond[i]: intervals starting in second i after the earliest base
+	Base      time.Time
+	Dropped   int64 // values that fell outside All's range (none when logs come from our generators)
+}
+
+// Merge adds the logs' intervals bucket by bucket. Logs with different base times are
+// aligned on the wall clock (the earliest base is second 0), so that hosts which started
+// together add into the same seconds.
+func Merge(logs ...Log) Merged {
+	m := Merged{Tags: map[string]*hdrhistogram.Histogram{}, All: New()}
+	for i, lg := range logs {
+		if i == 0 || lg.Base.Before(m.Base) {
+			m.Base = lg.Base
+		}
+	}
+	for _, lg := range logs {
+		off := lg.Base.Sub(m.Base)
+		for _, iv := range lg.Intervals {
+			t := m.Tags[iv.Tag]
+			if t == nil {
+				t = New()
+				m.Tags[iv.Tag] = t
+			}
+			m.Dropped += t.Merge(iv.Hist)
+			m.All.Merge(iv.Hist)
+			sec := int((off + iv.Start) / time.Second)
+			for len(m.PerSecond) <= sec {
+				m.PerSecond = append(m.PerSecond, New())
+			}
+			m.PerSecond[sec].Merge(iv.Hist)
+		}
+	}
+	return m
+}
+
+// TagNames returns m's tags in order.
+func (m Merged) TagNames() []string {
+	names := make([]string, 0, len(m.Tags))
+	for t := range m.Tags {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New returns an empty histogram with the range and precision the generators record in:
+// 1 µs to one hour, 3 significant digits.
+func New() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+}

@@ -1,0 +1,254 @@
+// Package loadhosts runs a load generator on other hosts over ssh, the way Vegeta and
+// wrk2 users distribute load: no agent beyond the generator's binary, copied over with
+// scp when the remote copy is missing or differs, started with ssh, its result files
+// copied back. Cancelling the context stops the remote process (a kill over a second
+// ssh connection: the remote command records its pid first), so no generator is left
+// running on a host after the run.
+//
+// It builds ssh and scp command lines and runs them; it knows nothing of what the
+// generator does (internal/journey's user ranges and start times are the caller's).
+package loadhosts
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Host is one load host: user@addr[:port].
+type Host struct {
+	User string
+	Addr string
+	Port int // 0: ssh's default (or the ssh config's)
+}
+
+func (h Host) String() string {
+	s := h.Addr
+	if h.User != "" {
+		s = h.User + "@" + s
+	}
+	if h.Port != 0 {
+		s += ":" + strconv.Itoa(h.Port)
+	}
+	return s
+}
+
+func (h Host) target() string {
+	if h.User != "" {
+		return h.User + "@" + h.Addr
+	}
+	return h.Addr
+}
+
+// ParseHosts reads "user@host[:port],...".
+func ParseHosts(s string) ([]Host, error) {
+	var hosts []Host
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		var h Host
+		if u, rest, ok := strings.Cut(f, "@"); ok {
+			h.User, f = u, rest
+		}
+		if a, p, ok := strings.Cut(f, ":"); ok {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("parse load host %q: bad port %q", f, p)
+			}
+			h.Port, f = n, a
+		}
+		if f == "" || strings.ContainsAny(f, " /'\"") || strings.ContainsAny(h.User, " :/'\"") {
+			return nil, fmt.Errorf("parse load host %q: want user@host[:port]", f)
+		}
+		h.Addr = f
+		hosts = append(hosts, h)
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("parse load hosts: none given (user@host[:port],...)")
+	}
+	return hosts, nil
+}
+
+// Config says how to reach the hosts. The zero value runs "ssh" and "scp" from PATH with
+// BatchMode (never a password prompt) and the user's own ssh config.
+type Config struct {
+	SSH, SCP string // programs; default "ssh", "scp"
+	// Options are extra "-o" options for both (e.g. "IdentityFile=...",
+	// "UserKnownHostsFile=...", "StrictHostKeyChecking=yes").
+	Options []string
+	// RemoteDir is where the binary and the results go on the hosts; default
+	// /tmp/onehost-load.
+	RemoteDir string
+	// KillWait bounds the kill over a second ssh on cancel; default 10 s.
+	KillWait time.Duration
+}
+
+func (c Config) remoteDir() string {
+	if c.RemoteDir == "" {
+		return "/tmp/onehost-load"
+	}
+	return c.RemoteDir
+}
+
+func (c Config) opts(portFlag string, h Host) []string {
+	args := []string{"-o", "BatchMode=yes"}
+	for _, o := range c.Options {
+		args = append(args, "-o", o)
+	}
+	if h.Port != 0 {
+		args = append(args, portFlag, strconv.Itoa(h.Port))
+	}
+	return args
+}
+
+// SSHCommand is the ssh command line that runs the shell command remote on h.
+func (c Config) SSHCommand(h Host, remote string) []string {
+	ssh := c.SSH
+	if ssh == "" {
+		ssh = "ssh"
+	}
+	return append(append([]string{ssh}, c.opts("-p", h)...), h.target(), remote)
+}
+
+// SCPCommand is the scp command line copying from to to; a path prefixed with ":" is
+// on h.
+func (c Config) SCPCommand(h Host, from, to string) []string {
+	scp := c.SCP
+	if scp == "" {
+		scp = "scp"
+	}
+	side := func(p string) string {
+		if r, ok := strings.CutPrefix(p, ":"); ok {
+			return h.target() + ":" + r
+		}
+		return p
+	}
+	return append(append([]string{scp, "-q"}, c.opts("-P", h)...), side(from), side(to))
+}
+
+func (c Config) exec(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var errBuf bytes.Buffer
+	cmd.Stdout = stdout
+	cmd.Stderr = &errBuf
+	if stderr != nil {
+		cmd.Stderr = io.MultiWriter(&errBuf, stderr)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("run %s: %w: %s", argv[0], err, strings.TrimSpace(lastLine(errBuf.String())))
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// Quote quotes s for a POSIX shell.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// EnsureBinary copies the local file to RemoteDir/name on h unless a copy with the same
+// SHA-256 is already there, and returns the remote path.
+func (c Config) EnsureBinary(ctx context.Context, h Host, local, name string) (string, error) {
+	b, err := os.ReadFile(local)
+	if err != nil {
+		return "", fmt.Errorf("read binary: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	want := hex.EncodeToString(sum[:])
+	remote := c.remoteDir() + "/" + name
+	var out bytes.Buffer
+	check := "mkdir -p " + Quote(c.remoteDir()) + " && (sha256sum " + Quote(remote) + " 2>/dev/null || true)"
+	if err := c.exec(ctx, c.SSHCommand(h, check), &out, nil); err != nil {
+		return "", fmt.Errorf("check binary on %s: %w", h, err)
+	}
+	if f := strings.Fields(out.String()); len(f) > 0 && f[0] == want {
+		return remote, nil
+	}
+	if err := c.exec(ctx, c.SCPCommand(h, local, ":"+remote), nil, nil); err != nil {
+		return "", fmt.Errorf("copy binary to %s: %w", h, err)
+	}
+	if err := c.exec(ctx, c.SSHCommand(h, "chmod +x "+Quote(remote)), nil, nil); err != nil {
+		return "", fmt.Errorf("copy binary to %s: %w", h, err)
+	}
+	return remote, nil
+}
+
+// Run runs argv on h and waits for it. Its stdout and stderr come back over ssh. When
+// ctx ends first, the remote process gets SIGTERM over a second ssh connection (ssh
+// without a tty does not pass the hang-up on) and Run returns ctx's error.
+func (c Config) Run(ctx context.Context, h Host, argv []string, stdout, stderr io.Writer) error {
+	pidFile := c.remoteDir() + "/run." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatInt(time.Now().UnixNano(), 36) + ".pid"
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = Quote(a)
+	}
+	remote := "mkdir -p " + Quote(c.remoteDir()) + " && echo $$ > " + Quote(pidFile) + " && exec " + strings.Join(quoted, " ")
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- c.exec(runCtx, c.SSHCommand(h, remote), stdout, stderr) }()
+	select {
+	case err := <-done:
+		c.cleanup(h, pidFile)
+		if err != nil {
+			return fmt.Errorf("run on %s: %w", h, err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	c.kill(h, pidFile)
+	select {
+	case <-done:
+	case <-time.After(c.killWait()):
+		stop()
+		<-done
+	}
+	return fmt.Errorf("run on %s: %w", h, ctx.Err())
+}
+
+func (c Config) killWait() time.Duration {
+	if c.KillWait <= 0 {
+		return 10 * time.Second
+	}
+	return c.KillWait
+}
+
+func (c Config) kill(h Host, pidFile string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.killWait())
+	defer cancel()
+	p := Quote(pidFile)
+	c.exec(ctx, c.SSHCommand(h, "test -f "+p+" && kill -TERM $(cat "+p+"); rm -f "+p), nil, nil)
+}
+
+func (c Config) cleanup(h Host, pidFile string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.killWait())
+	defer cancel()
+	c.exec(ctx, c.SSHCommand(h, "rm -f "+Quote(pidFile)), nil, nil)
+}
+
+// Fetch copies the remote file back to local.
+func (c Config) Fetch(ctx context.Context, h Host, remote, local string) error {
+	if err := c.exec(ctx, c.SCPCommand(h, ":"+remote, local), nil, nil); err != nil {
+		return fmt.Errorf("fetch %s from %s: %w", remote, h, err)
+	}
+	return nil
+}

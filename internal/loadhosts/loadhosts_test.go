@@ -1,0 +1,305 @@
+package loadhosts
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The test binary is also the "generator" the hosts run: `loadhosts-helper get URL N OUT`
+// makes N requests and writes how many succeeded to OUT; `loadhosts-helper sleep MARK`
+// waits to be killed.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "loadhosts-helper" {
+		os.Exit(helper(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(args []string) int {
+	switch args[0] {
+	case "get":
+		n, _ := strconv.Atoi(args[2])
+		ok := 0
+		for range n {
+			resp, err := http.Get(args[1])
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok++
+				}
+			}
+		}
+		if err := os.WriteFile(args[3], []byte(strconv.Itoa(ok)), 0o644); err != nil {
+			return 1
+		}
+		return 0
+	case "sleep":
+		time.Sleep(time.Minute)
+		return 0
+	}
+	return 2
+}
+
+func TestParseHosts(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []Host
+		wantErr  bool
+	}{
+		{"one", "root@10.0.0.2", []Host{{User: "root", Addr: "10.0.0.2"}}, false},
+		{"port and two", "a@h1:2222, h2", []Host{{User: "a", Addr: "h1", Port: 2222}, {Addr: "h2"}}, false},
+		{"bad port", "a@h1:x", nil, true},
+		{"empty", " , ", nil, true},
+		{"quote", "a@h'1", nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseHosts(tc.in)
+			if (err != nil) != tc.wantErr || !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParseHosts(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestCommands(t *testing.T) {
+	c := Config{Options: []string{"IdentityFile=/k"}}
+	h := Host{User: "u", Addr: "h", Port: 2200}
+	if got, want := strings.Join(c.SSHCommand(h, "true"), " "), "ssh -o BatchMode=yes -o IdentityFile=/k -p 2200 u@h true"; got != want {
+		t.Errorf("ssh: got %q, want %q", got, want)
+	}
+	if got, want := strings.Join(c.SCPCommand(h, "/a", ":/b"), " "), "scp -q -o BatchMode=yes -o IdentityFile=/k -P 2200 /a u@h:/b"; got != want {
+		t.Errorf("scp: got %q, want %q", got, want)
+	}
+	if got, want := Quote("it's"), `'it'\''s'`; got != want {
+		t.Errorf("quote: got %s, want %s", got, want)
+	}
+}
+
+// requirePrograms and missing follow cmd/supervisor's programs_test.go: a missing
+// program skips with a message, and fails where CI or ONEHOST_REQUIRE_PROGRAMS=1 is set.
+func requirePrograms() bool {
+	return os.Getenv("CI") != "" || os.Getenv("ONEHOST_REQUIRE_PROGRAMS") == "1"
+}
+
+func missing(t *testing.T, what string) {
+	t.Helper()
+	if requirePrograms() {
+		t.Fatalf("%s (required here: CI or ONEHOST_REQUIRE_PROGRAMS=1 is set)", what)
+	}
+	t.Skipf("SKIP: %s; set ONEHOST_REQUIRE_PROGRAMS=1 to make this a failure", what)
+}
+
+func sh(t *testing.T, argv ...string) {
+	t.Helper()
+	if b, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, b)
+	}
+}
+
+// loadHost makes a "host": a network namespace joined to this one by a veth pair, with
+// sshd inside it listening on the namespace's address, reachable with a key made for the
+// test. Everything is removed in t.Cleanup.
+func loadHost(t *testing.T, dir string, subnet, i int) (Host, []string) {
+	t.Helper()
+	tag := fmt.Sprintf("lh%d%d", subnet, i)
+	ns, outer, inner := tag+"ns", tag+"a", tag+"b"
+	local, remote := fmt.Sprintf("10.231.%d.%d", subnet, 4*i+1), fmt.Sprintf("10.231.%d.%d", subnet, 4*i+2)
+	sh(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	sh(t, "ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", outer).Run() })
+	sh(t, "ip", "link", "set", inner, "netns", ns)
+	sh(t, "ip", "addr", "add", local+"/30", "dev", outer)
+	sh(t, "ip", "link", "set", outer, "up")
+	sh(t, "ip", "-n", ns, "addr", "add", remote+"/30", "dev", inner)
+	sh(t, "ip", "-n", ns, "link", "set", inner, "up")
+	sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+
+	hd := filepath.Join(dir, tag)
+	os.MkdirAll(hd, 0o700)
+	sh(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(hd, "hostkey"))
+	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege-separation directory
+	port := 20000 + rand.IntN(20000)
+	cfg := fmt.Sprintf("Port %d\nListenAddress %s\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin yes\nSubsystem sftp internal-sftp\n",
+		port, remote, filepath.Join(hd, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))
+	os.WriteFile(filepath.Join(hd, "sshd_config"), []byte(cfg), 0o600)
+	sshd := exec.Command("nsenter", "--net=/run/netns/"+ns, "/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(hd, "sshd_config"))
+	sshd.Stderr = &prefixWriter{t: t, p: tag + " sshd: "}
+	if err := sshd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sshd.Process.Kill(); sshd.Wait() })
+
+	pub, _ := os.ReadFile(filepath.Join(hd, "hostkey.pub"))
+	f, _ := os.OpenFile(filepath.Join(dir, "known_hosts"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	fmt.Fprintf(f, "[%s]:%d %s", remote, port, pub)
+	f.Close()
+	// Wait for sshd to listen.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(remote, strconv.Itoa(port)), time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd in %s does not listen: %v", ns, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return Host{User: "root", Addr: remote, Port: port}, []string{local, remote}
+}
+
+type prefixWriter struct {
+	t *testing.T
+	p string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.t.Log(w.p + strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestTwoHostsOverSSH runs the generator (this test binary, copied over) on two hosts
+// made of network namespaces, each with its own sshd, against a server on this side of
+// the veths, fetches their result files and counts every request; then cancels a
+// running remote process and checks it is gone.
+func TestTwoHostsOverSSH(t *testing.T) {
+	if os.Geteuid() != 0 {
+		missing(t, "network namespaces need root")
+	}
+	for _, p := range []string{"ip", "nsenter", "ssh", "scp", "ssh-keygen", "/usr/sbin/sshd"} {
+		if _, err := exec.LookPath(p); err != nil {
+			missing(t, p+" not installed (Debian: openssh-server, iproute2; .ci/run installs them)")
+		}
+	}
+	dir := t.TempDir()
+	sh(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
+	pub, _ := os.ReadFile(filepath.Join(dir, "id.pub"))
+	os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600)
+
+	subnet := 1 + rand.IntN(250) // unique names and addresses per run
+	var hosts []Host
+	var addrs []string
+	for i := range 2 {
+		h, a := loadHost(t, dir, subnet, i)
+		hosts = append(hosts, h)
+		addrs = append(addrs, a[0])
+	}
+
+	var served atomic.Int64
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	c := Config{
+		Options: []string{
+			"IdentityFile=" + filepath.Join(dir, "id"), "IdentitiesOnly=yes",
+			"UserKnownHostsFile=" + filepath.Join(dir, "known_hosts"), "StrictHostKeyChecking=yes",
+			"ConnectTimeout=10",
+		},
+		RemoteDir: filepath.Join(dir, "remote"),
+		KillWait:  5 * time.Second,
+	}
+	ctx := context.Background()
+	self, _ := os.Executable()
+	results := make([]error, len(hosts))
+	done := make(chan int)
+	for i, h := range hosts {
+		go func() {
+			defer func() { done <- i }()
+			bin, err := c.EnsureBinary(ctx, h, self, "gen")
+			if err == nil {
+				// The server's address as seen from host i: the root side of its veth.
+				url := fmt.Sprintf("http://%s:%d/", addrs[i], port)
+				out := c.RemoteDir + "/out" + strconv.Itoa(i)
+				err = c.Run(ctx, h, []string{bin, "loadhosts-helper", "get", url, strconv.Itoa(100 * (i + 1)), out}, nil, nil)
+				if err == nil {
+					err = c.Fetch(ctx, h, out, filepath.Join(dir, "got"+strconv.Itoa(i)))
+				}
+			}
+			results[i] = err
+		}()
+	}
+	for range hosts {
+		<-done
+	}
+	total := 0
+	for i, err := range results {
+		if err != nil {
+			t.Fatalf("host %d: %v", i, err)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "got"+strconv.Itoa(i)))
+		n, _ := strconv.Atoi(string(b))
+		total += n
+	}
+	if total != 300 || served.Load() != 300 {
+		t.Errorf("hosts counted %d requests, the server %d; want 300", total, served.Load())
+	}
+
+	// A second EnsureBinary finds the same binary there and copies nothing: the remote
+	// file's time is unchanged.
+	bin := filepath.Join(c.RemoteDir, "gen")
+	before, _ := os.Stat(bin)
+	if _, err := c.EnsureBinary(ctx, hosts[0], self, "gen"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(bin); !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("EnsureBinary copied an identical binary again")
+	}
+
+	// Cancel: the remote process is killed, Run returns.
+	cctx, cancel := context.WithCancel(ctx)
+	mark := "mark" + strconv.Itoa(rand.Int())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(cctx, hosts[1], []string{bin, "loadhosts-helper", "sleep", mark}, nil, nil) }()
+	for deadline := time.Now().Add(10 * time.Second); !running(mark); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the remote process did not start")
+		}
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Error("Run returned no error after cancel")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	for deadline := time.Now().Add(5 * time.Second); running(mark); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the remote process is still running after cancel")
+		}
+	}
+}
+
+// running reports whether a process with mark in its command line exists (the "hosts"
+// share this machine's process table).
+func running(mark string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), mark) && strings.Contains(string(b), "loadhosts-helper") {
+			return true
+		}
+	}
+	return false
+}
