@@ -201,7 +201,9 @@ func (c Config) Run(ctx context.Context, h Host, argv []string, stdout, stderr i
 	for i, a := range argv {
 		quoted[i] = Quote(a)
 	}
-	remote := "mkdir -p " + Quote(c.remoteDir()) + " && echo $$ > " + Quote(pidFile) + " && exec " + strings.Join(quoted, " ")
+	// The pid file appears whole (written beside, then renamed), so a kill that reads it
+	// never sees it half-written.
+	remote := "mkdir -p " + Quote(c.remoteDir()) + " && echo $$ > " + Quote(pidFile+".new") + " && mv " + Quote(pidFile+".new") + " " + Quote(pidFile) + " && exec " + strings.Join(quoted, " ")
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	done := make(chan error, 1)
@@ -236,7 +238,12 @@ func (c Config) kill(h Host, pidFile string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.killWait())
 	defer cancel()
 	p := Quote(pidFile)
-	c.exec(ctx, c.SSHCommand(h, "test -f "+p+" && kill -TERM $(cat "+p+"); rm -f "+p), nil, nil)
+	// A cancel can come before the remote shell has written its pid (the first ssh is
+	// still starting): wait for the file, up to about killWait, rather than kill nothing
+	// and leave a generator running on the host.
+	tries := strconv.Itoa(int(c.killWait()/(100*time.Millisecond)) + 1)
+	c.exec(ctx, c.SSHCommand(h, "i=0; while [ ! -f "+p+" ] && [ $i -lt "+tries+" ]; do sleep 0.1; i=$((i+1)); done; "+
+		"test -f "+p+" && kill -TERM $(cat "+p+"); rm -f "+p), nil, nil)
 }
 
 func (c Config) cleanup(h Host, pidFile string) {
