@@ -167,6 +167,8 @@ type Supervisor struct {
 	signals         bool          // some worker signalled readiness: wait for every later one
 	spawned         uint64        // workers started, for unique notify socket names
 	notifyDir       string        // the workers' sd_notify sockets live here; "" if none
+	preload         string        // the Node preload's path once written (nodepreload.go)
+	preloadFailed   bool          // its write failed (logged once)
 	lastStatus      string        // the last STATUS= sent
 	slots           map[int]*slot
 	procs           map[*proc]struct{} // every live process, current or not
@@ -584,6 +586,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	}
 	env = append(env, ipc.EnvFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	var node *nodeChannel
+	preloaded := false // a Node app whose listen(PORT) the preload serves: online at 'listening'
 	if isNode(s.cfg.Command[0]) {
 		nc, childEnd, err := newNodeChannel()
 		if err != nil {
@@ -595,6 +598,9 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		node = nc
 		cmd.ExtraFiles = append(cmd.ExtraFiles, childEnd)
 		env = append(env, "NODE_CHANNEL_FD="+strconv.Itoa(2+len(cmd.ExtraFiles)), "NODE_CHANNEL_SERIALIZATION_MODE=json")
+		var add []string
+		add, preloaded = s.nodeEnv(env, sl.id)
+		env = append(env, add...)
 	} else {
 		unset = append(unset, "NODE_CHANNEL_FD", "NODE_CHANNEL_SERIALIZATION_MODE")
 	}
@@ -689,9 +695,10 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	if node != nil {
 		go s.readNode(p, node)
 	}
-	if !s.cfg.waitReady() && !s.signals {
-		// PM2's default: online once started. (A program known to signal readiness is
-		// always waited for: see Config.WaitReady.)
+	if !s.cfg.waitReady() && !s.signals && !preloaded {
+		// PM2's default: online once started, or, for a Node app under the preload, at
+		// 'listening' (readNode), as PM2's cluster mode. (A program known to signal
+		// readiness is always waited for: see Config.WaitReady.)
 		p.readyOnce.Do(func() { close(p.ready) })
 		s.becameReady(p, readyStart)
 	}
