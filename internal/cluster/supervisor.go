@@ -103,6 +103,12 @@ type WorkerStatus struct {
 	// Note is the worker's own one-line status, as it last sent it with sd_notify's
 	// STATUS= ("" when it sends none).
 	Note string `json:"note,omitempty"`
+	// NotServing says why a worker shown as StateNotServing does not serve its slot
+	// (serving.go); "" otherwise.
+	NotServing string `json:"not_serving,omitempty"`
+	// NoCounters: the worker does not report Requests, RPS and Connections (it speaks no
+	// internal/ipc), which are then unknown, not 0: null in JSON (statusjson.go).
+	NoCounters bool `json:"-"`
 }
 
 // Worker health values (WorkerStatus.Health).
@@ -408,6 +414,7 @@ func (s *Supervisor) loop() {
 			f()
 		case <-tick.C:
 			s.check()
+			s.checkServing(time.Now())
 			s.notifyStatus()
 		case <-watchdog:
 			s.notify("WATCHDOG=1")
@@ -736,7 +743,7 @@ func (s *Supervisor) poll(p *proc) {
 	t := time.NewTicker(s.cfg.StatsInterval.D())
 	defer t.Stop()
 	var tree *procstat.Tree // this goroutine's; made at the first tick
-	for {
+	for round := 1; ; round++ {
 		select {
 		case <-p.exited:
 			return
@@ -754,6 +761,8 @@ func (s *Supervisor) poll(p *proc) {
 		}
 		if speaks { // a program that never spoke ipc is not asked (nor judged): it may not read it
 			p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
+		} else {
+			s.readListeners(p, round) // does it serve its slot? (serving.go)
 		}
 		// The worker's whole process tree, not the main process alone: a gunicorn's forked
 		// workers are most of its CPU and memory, and max_memory_restart must see them.
@@ -1157,6 +1166,10 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes = p.writes
 				r.Note = p.statusText
+				r.NoCounters = !p.speaksIPC
+				if p.state == StateOnline && p.serve.notServing != "" {
+					r.Status, r.NotServing = StateNotServing, p.serve.notServing
+				}
 				if p.says != "" { // what it said of its state, then its STATUS=
 					r.Note = strings.TrimSuffix(p.says+": "+p.statusText, ": ")
 				}

@@ -53,8 +53,10 @@
     return undefined;
   }
 
-  function fail(server, cb, err) {
-    if (cb) server.once('error', cb);
+  // fail emits err as listen's own errors are: 'error' on the server, which throws (and
+  // ends the process, its message in the log) where the app has no handler for it. The
+  // listen callback is a 'listening' listener, and there is none.
+  function fail(server, err) {
     process.nextTick(() => server.emit('error', err));
     return server;
   }
@@ -62,22 +64,23 @@
   net.Server.prototype.listen = function onehostListen(...args) {
     const port = portOf(args);
     if (port === undefined || port === 0) return listen.apply(this, args);
-    const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
     if (port !== served) {
+      const what = env.PORT !== undefined && env.PORT !== String(served)
+        ? `the app's environment sets PORT=${env.PORT}: leave PORT out (the supervisor sets it to the port it serves) or make the supervisor serve port ${env.PORT}`
+        : `make the app listen on process.env.PORT (the supervisor sets it to ${served}), or make the supervisor serve port ${port}`;
       const err = new Error(`onehost: the app listens on port ${port}, but the supervisor serves port ${served} ` +
-        `(the slot's socket, fd 3): make the app listen on process.env.PORT (${served} here), ` +
-        `or make the supervisor serve port ${port} (its listen address, or PORT in the app's env)`);
+        `(the slot's socket, fd 3): ${what}`);
       err.code = 'ONEHOST_PORT';
       err.port = port;
       err.served = served;
-      return fail(this, cb, err);
+      return fail(this, err);
     }
     if (taken) {
       const err = new Error(`listen EADDRINUSE: port ${port} is already served by another server of this process ` +
         `(onehost gives the slot's socket to the first listen for it)`);
       err.code = 'EADDRINUSE';
       err.port = port;
-      return fail(this, cb, err);
+      return fail(this, err);
     }
     taken = true;
     servers.push(this);
@@ -89,6 +92,7 @@
     const opts = { fd: 3 };
     const a = args[0];
     if (a !== null && typeof a === 'object' && a.backlog !== undefined) opts.backlog = a.backlog;
+    const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
     return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
   };
 
