@@ -12,7 +12,8 @@
 //   - a listen for another port (not 0) fails with an error that names the port asked and
 //     the port served, emitted as listen's own errors are ('error' on the server);
 //   - a second listen for the served port fails with EADDRINUSE, as it would without us;
-//   - unix socket paths, { fd }, { handle }, port 0 (a port of its own) pass through, and
+//   - an app's own listen({ fd: 3 }) is left as it is (and announced, below);
+//   - unix socket paths, other { fd }, { handle }, port 0 (a port of its own) pass through, and
 //     so does every listen of any other process Node starts with this NODE_OPTIONS (the
 //     first process that loads the preload claims fd 3: ONEHOST_NODE_WORKER_PID), or of a
 //     worker of the app's own cluster module.
@@ -61,7 +62,25 @@
     return server;
   }
 
+  // announce tells the supervisor, over Node's IPC channel where there is one, when the
+  // server on fd 3 listens.
+  function announce(server) {
+    server.once('listening', () => {
+      if (process.send && process.connected) {
+        try { process.send('onehost:listening'); } catch (_) { /* the channel closed: nothing to tell */ }
+      }
+    });
+  }
+
   net.Server.prototype.listen = function onehostListen(...args) {
+    const a = args[0];
+    if (!taken && a !== null && typeof a === 'object' && a.fd === 3) {
+      // An app that already serves the inherited socket itself: as it is, announced.
+      taken = true;
+      servers.push(this);
+      announce(this);
+      return listen.apply(this, args);
+    }
     const port = portOf(args);
     if (port === undefined || port === 0) return listen.apply(this, args);
     if (port !== served) {
@@ -84,13 +103,8 @@
     }
     taken = true;
     servers.push(this);
-    this.once('listening', () => {
-      if (process.send && process.connected) {
-        try { process.send('onehost:listening'); } catch (_) { /* the channel closed: nothing to tell */ }
-      }
-    });
+    announce(this);
     const opts = { fd: 3 };
-    const a = args[0];
     if (a !== null && typeof a === 'object' && a.backlog !== undefined) opts.backlog = a.backlog;
     const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
     return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
