@@ -32,7 +32,7 @@ const (
 // preload in NODE_OPTIONS (after the user's own options), the served port, and PORT when
 // the user's environment does not set it, so that listen(process.env.PORT) asks for the
 // port served; NODE_APP_INSTANCE and pm_id as PM2 sets them. No preload when the workers
-// bind their own sockets (self_bind), when the environment says ONEHOST_NODE_PRELOAD=0, or
+// bind their own sockets (self_bind) or serve no port, when the environment says ONEHOST_NODE_PRELOAD=0, or
 // when it cannot be written (logged once); preloaded says whether it is there.
 func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bool) {
 	if _, ok := lookupEnv(env, "NODE_APP_INSTANCE"); !ok {
@@ -41,7 +41,8 @@ func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bo
 	if _, ok := lookupEnv(env, "pm_id"); !ok {
 		add = append(add, "pm_id="+strconv.Itoa(slot))
 	}
-	if v, _ := lookupEnv(env, envNodePreload); s.cfg.SelfBind || v == "0" {
+	_, port, _ := net.SplitHostPort(s.addr)
+	if v, _ := lookupEnv(env, envNodePreload); s.cfg.SelfBind || v == "0" || port == "" || port == "0" {
 		return add, false
 	}
 	path, err := s.preloadPath()
@@ -52,7 +53,6 @@ func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bo
 		}
 		return add, false
 	}
-	_, port, _ := net.SplitHostPort(s.addr)
 	add = append(add, envNodePort+"="+port)
 	if _, ok := lookupEnv(env, "PORT"); !ok {
 		add = append(add, "PORT="+port)
