@@ -17,6 +17,10 @@
 // robin over the slots whose workers are online, a list the loop rewrites after every
 // event, and a slot whose worker crashed closes its socket at once so that what was queued
 // there moves to the live slots (the slot's next worker gets a fresh socket).
+//
+// Programs that were not written for it: readiness.go (what they say: sd_notify, Node's
+// IPC channel), nodepreload.go (an unmodified Node app's listen(PORT) served from fd 3),
+// serving.go (a worker that does not serve its slot's socket is shown not-serving).
 package cluster
 
 import (
