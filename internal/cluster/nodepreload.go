@@ -25,7 +25,10 @@ var nodePreload []byte
 const (
 	envNodePort    = "ONEHOST_NODE_PORT"    // the served port
 	envNodePreload = "ONEHOST_NODE_PRELOAD" // "0" in the app's environment turns it off
-	preloadName    = "onehost-preload.cjs"
+	// envNodeWorkerPID is the preload's claim on fd 3 (the first process that loads it),
+	// which processes the worker starts inherit; never passed in from our own environment.
+	envNodeWorkerPID = "ONEHOST_NODE_WORKER_PID"
+	preloadName      = "onehost-preload.cjs"
 )
 
 // nodeEnv returns the variables a Node worker of slot gets on top of env (loop only): the

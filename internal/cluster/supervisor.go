@@ -612,6 +612,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		var add []string
 		add, preloaded = s.nodeEnv(env, sl.id)
 		env = append(env, add...)
+		unset = append(unset, envNodeWorkerPID) // the preload's claim is the worker's to make
 	} else {
 		unset = append(unset, "NODE_CHANNEL_FD", "NODE_CHANNEL_SERIALIZATION_MODE")
 	}
