@@ -211,50 +211,69 @@ func TestNodeAppWrongPort(t *testing.T) {
 	}
 }
 
-// TestNodeAppNotServing: `supervisor run -- node app.js` with an app that binds a port of
-// its own (the preload turned off) is seen: status shows it not-serving with the port it
-// holds and the slot's queue, instead of online, and says what to do; its counters are
-// unknown, not 0.
-func TestNodeAppNotServing(t *testing.T) {
+// TestNotServing: a worker that does not accept from its slot is seen: status shows it
+// not-serving with why, instead of online, and says what to do; its counters are unknown,
+// not 0. `supervisor run -- node app.js` with an app that binds a port of its own (the
+// preload turned off), and a program that takes fd 3 and never accepts.
+func TestNotServing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a real server")
+		t.Skip("runs real servers")
 	}
-	t.Parallel()
-	dir := nodeApps(t, false)
+	dir, _ := filepath.Abs("testdata/node")
 	own := freePort(t)
-	c := startRun(t, fmt.Sprintf("instances: 1\nwait_ready: false\nstats_interval: 200ms\nenv: {ONEHOST_NODE_PRELOAD: '0', PORT: '%s'}\n", own),
-		"--", "node", filepath.Join(dir, "plain.js"))
-	st, err := c.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Connections to the cluster's address wait in the slot's queue: nobody accepts them.
-	for range 3 {
-		conn, err := net.Dial("tcp", st.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-	}
-	var w statusReply
-	waitUntil(t, 30*time.Second, "worker shown not-serving", func() bool {
-		w, err = c.status()
-		return err == nil && len(w.Workers) == 1 && w.Workers[0].Status == "not-serving"
-	})
-	if ns := w.Workers[0].NotServing; !strings.Contains(ns, ":"+own) || !strings.Contains(ns, st.Addr) {
-		t.Errorf("not_serving = %q, want the app's own port %s and the slot's address %s", ns, own, st.Addr)
-	}
-	out, _ := c.cmd("status")
-	if !strings.Contains(out, "not-serving") || !strings.Contains(out, "worker 0 not serving: it listens on") {
-		t.Errorf("status:\n%s\nwant the worker not-serving, and why", out)
-	}
-	// requests, req/s and conns: "-", not 0.
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) >= 10 && f[0] == "0" && (f[7] != "-" || f[8] != "-" || f[9] != "-") {
-			t.Errorf("status row %q: want - for requests, req/s and conns", line)
-		}
-	}
-	if l := c.logs.String(); !strings.Contains(l, "worker does not serve its slot") || !strings.Contains(l, "preload") {
-		t.Errorf("no log line saying the worker does not serve its slot, and what to do:\n%s", l)
+	for _, tc := range []struct {
+		name    string
+		need    string
+		env     string
+		command []string
+		why     []string // in not_serving
+	}{
+		{"node app binding its own port", "node", fmt.Sprintf("{ONEHOST_NODE_PRELOAD: '0', PORT: '%s'}", own),
+			[]string{"node", filepath.Join(dir, "plain.js")}, []string{"it listens on", ":" + own}},
+		{"a program that never accepts", "python3", "{}",
+			[]string{"python3", "-c", "import time\nwhile True: time.sleep(1)"}, []string{"has not accepted", "is idle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.need)
+			c := startRun(t, fmt.Sprintf("instances: 1\nwait_ready: false\nstats_interval: 200ms\nenv: %s\n", tc.env),
+				append([]string{"--"}, tc.command...)...)
+			st, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Connections to the cluster's address wait in the slot's queue: nobody accepts them.
+			for range 3 {
+				conn, err := net.Dial("tcp", st.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+			}
+			var w statusReply
+			waitUntil(t, 30*time.Second, "worker shown not-serving", func() bool {
+				w, err = c.status()
+				return err == nil && len(w.Workers) == 1 && w.Workers[0].Status == "not-serving"
+			})
+			ns := w.Workers[0].NotServing
+			for _, want := range append(tc.why, st.Addr) {
+				if !strings.Contains(ns, want) {
+					t.Errorf("not_serving = %q, want %q in it", ns, want)
+				}
+			}
+			out, _ := c.cmd("status")
+			if !strings.Contains(out, "not-serving") || !strings.Contains(out, "worker 0 not serving: ") {
+				t.Errorf("status:\n%s\nwant the worker not-serving, and why", out)
+			}
+			// requests, req/s and conns: "-", not 0.
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) >= 10 && f[0] == "0" && (f[7] != "-" || f[8] != "-" || f[9] != "-") {
+					t.Errorf("status row %q: want - for requests, req/s and conns", line)
+				}
+			}
+			if l := c.logs.String(); !strings.Contains(l, "worker does not serve its slot") || !strings.Contains(l, "fd 3") {
+				t.Errorf("no log line saying the worker does not serve its slot, and what to do:\n%s", l)
+			}
+		})
 	}
 }
