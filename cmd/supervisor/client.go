@@ -194,14 +194,22 @@ func printTable(w io.Writer, st statusReply) {
 		if writes == "" {
 			writes = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.1f\t%d\t%s\t%s\n", r.ID, pid, r.Status,
-			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), r.Requests, r.RPS, r.Connections, health, writes)
+		// A program without our ipc reports no counters: unknown, not 0.
+		reqs, rps, conns := "-", "-", "-"
+		if !r.NoCounters {
+			reqs, rps, conns = fmt.Sprint(r.Requests), fmt.Sprintf("%.1f", r.RPS), fmt.Sprint(r.Connections)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, pid, r.Status,
+			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), reqs, rps, conns, health, writes)
 	}
 	tw.Flush()
 	// Why a worker is unhealthy, and what it says of itself, do not fit a column.
 	for _, r := range st.Workers {
 		if r.Health == cluster.HealthUnhealthy {
 			fmt.Fprintf(w, "worker %d unhealthy: %s\n", r.ID, r.HealthError)
+		}
+		if r.NotServing != "" {
+			fmt.Fprintf(w, "worker %d not serving: %s\n", r.ID, r.NotServing)
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "worker %d says: %s\n", r.ID, r.Note)

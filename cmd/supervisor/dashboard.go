@@ -169,6 +169,8 @@ type dashWorker struct {
 	HealthError string  `json:"health_error,omitempty"`
 	Restarts    int     `json:"restarts"`
 	UptimeS     int64   `json:"uptime_s"`
+	// NoCounters: the program reports no req/s nor connections (no ipc): "–", not 0.
+	NoCounters bool `json:"no_counters,omitempty"`
 }
 
 type dashHost struct {
@@ -190,7 +192,7 @@ func (d *dashboard) frame(ctx context.Context) dashFrame {
 	for _, w := range st.Workers {
 		f.Workers = append(f.Workers, dashWorker{ID: w.ID, PID: w.PID, Status: w.Status, RPS: round1(w.RPS),
 			CPUPercent: round1(w.CPUPercent), RSSBytes: w.RSSBytes, Connections: w.Connections, Health: w.Health,
-			HealthError: w.HealthError, Restarts: w.Restarts, UptimeS: w.UptimeS})
+			HealthError: w.HealthError, Restarts: w.Restarts, UptimeS: w.UptimeS, NoCounters: w.NoCounters})
 	}
 	if st.Host != nil {
 		h := &dashHost{CPUs: []dashCore{}, Rx: math.Round(st.Host.RxPerS), Tx: math.Round(st.Host.TxPerS)}

@@ -69,8 +69,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.restarts, counter, float64(w.Restarts), slot)
 		ch <- prometheus.MustNewConstMetric(m.cpu, counter, w.CPUSeconds, slot)
 		ch <- prometheus.MustNewConstMetric(m.rss, gauge, float64(w.RSSBytes), slot)
-		ch <- prometheus.MustNewConstMetric(m.requests, counter, float64(w.Requests), slot)
-		ch <- prometheus.MustNewConstMetric(m.conns, gauge, float64(w.Connections), slot)
+		if !w.NoCounters { // a program without our ipc: no series rather than a false 0
+			ch <- prometheus.MustNewConstMetric(m.requests, counter, float64(w.Requests), slot)
+			ch <- prometheus.MustNewConstMetric(m.conns, gauge, float64(w.Connections), slot)
+		}
 		if w.Health != "" {
 			ch <- prometheus.MustNewConstMetric(m.healthy, gauge, b2f(w.Health == cluster.HealthOK), slot)
 		}

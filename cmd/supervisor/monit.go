@@ -408,8 +408,14 @@ func workerTable(rows []monitRow, width int, interval time.Duration) []string {
 	cells := [][]string{{"id", "status", "req/s", "cpu", "mem", "conns", "health", "pid", "uptime", "↺"}}
 	for _, r := range rows {
 		c := []string{strconv.Itoa(r.ID), r.Status, rate(r.RPS), "-", "-", "-", "-", "-", "-", strconv.Itoa(r.Restarts)}
+		if r.NoCounters { // a program without our ipc reports none: unknown, not 0
+			c[2] = "-"
+		}
 		if r.PID != 0 { // a slot between workers has no process to measure
-			c[3], c[4], c[5] = fmt.Sprintf("%.1f%%", r.CPUPercent), mem(r.RSSBytes), strconv.FormatInt(r.Connections, 10)
+			c[3], c[4] = fmt.Sprintf("%.1f%%", r.CPUPercent), mem(r.RSSBytes)
+			if !r.NoCounters {
+				c[5] = strconv.FormatInt(r.Connections, 10)
+			}
 			c[7], c[8] = strconv.Itoa(r.PID), uptime(r.UptimeS)
 		}
 		if r.Health != "" {

@@ -104,8 +104,9 @@ func TestRealPrograms(t *testing.T) {
 	}{
 		{"gunicorn, systemd's conventions only", []string{"gunicorn"},
 			[]string{"gunicorn", "--chdir", dir, "-w", "1", "wsgi:app"}, "wait_ready: true\n", "sd_notify", false},
+		// Silent, but Node: online at 'listening' (the preload's word), as in PM2's cluster mode.
 		{"node:http on fd 3, silent", []string{"node"},
-			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: false\n", "start", false},
+			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: false\n", "listening", false},
 		{"node:http on fd 3, process.send('ready')", []string{"node"},
 			[]string{"node", filepath.Join(dir, "server.js")}, "wait_ready: true\nenv: {SEND_READY: '1'}\n", "node ipc", false},
 		{"node:http, shutdown_with_message", []string{"node"},

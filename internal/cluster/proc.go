@@ -77,9 +77,10 @@ type proc struct {
 	cpuPercent  float64
 	rss         int64
 	drainTimer  *time.Timer
-	health      string // HealthOK, HealthUnhealthy or "" (not reported)
-	healthErr   string // why unhealthy, as the worker said
-	writes      string // the worker's part in its database's writes, as it said (ipc.Msg.Writes)
+	health      string       // HealthOK, HealthUnhealthy or "" (not reported)
+	healthErr   string       // why unhealthy, as the worker said
+	writes      string       // the worker's part in its database's writes, as it said (ipc.Msg.Writes)
+	serve       servingWatch // whether it serves its slot, for those without ipc (serving.go)
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every

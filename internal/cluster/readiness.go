@@ -29,8 +29,9 @@ const (
 	readyIPC    = "ipc"
 	readyNotify = "sd_notify"
 	readyNode   = "node ipc"
-	readyStart  = "start"    // wait_ready false and the program not known to signal
-	readyLate   = "deadline" // wait_ready true, nothing said within listen_timeout
+	readyStart  = "start"     // wait_ready false and the program not known to signal
+	readyListen = "listening" // wait_ready false, a Node app's listen under the preload
+	readyLate   = "deadline"  // wait_ready true, nothing said within listen_timeout
 )
 
 // notifySocket is the datagram socket a worker sends sd_notify messages to.
@@ -151,7 +152,7 @@ func (s *Supervisor) notified(p *proc, m notifyMsg) {
 // becameReady records a readiness signal (loop only): the worker is online, and the
 // program is known to signal, so its later generations are waited for strictly.
 func (s *Supervisor) becameReady(p *proc, how string) {
-	if how != readyStart && how != readyLate {
+	if how != readyStart && how != readyLate && how != readyListen {
 		s.signals = true
 	}
 	if p.state != StateLaunching {
@@ -162,12 +163,21 @@ func (s *Supervisor) becameReady(p *proc, how string) {
 	p.log.Info("worker online", zap.Duration("start", now.Sub(p.started)), zap.String("ready", how))
 }
 
-// isNode reports whether a program is Node, which alone gets a Node IPC channel: set for
-// another program, NODE_CHANNEL_FD leaks into its children and breaks the Node programs
-// they start.
+// isNode reports whether a program is Node (node, nodejs, or a script that Node runs: .js,
+// .cjs, .mjs with its #! line), which alone gets a Node IPC channel and the preload: set
+// for another program, NODE_CHANNEL_FD leaks into its children and breaks the Node
+// programs they start.
 func isNode(program string) bool {
-	b := filepath.Base(program)
-	return b == "node" || b == "nodejs"
+	switch b := filepath.Base(program); {
+	case b == "node" || b == "nodejs":
+		return true
+	default:
+		switch filepath.Ext(b) {
+		case ".js", ".cjs", ".mjs":
+			return true
+		}
+	}
+	return false
 }
 
 // nodeChannel is the supervisor's end of a Node program's IPC channel (a unix stream
@@ -197,9 +207,19 @@ func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 	sc := bufio.NewScanner(c.f)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	for sc.Scan() {
-		if bytes.Equal(bytes.TrimSpace(sc.Bytes()), []byte(`"ready"`)) {
+		switch msg := bytes.TrimSpace(sc.Bytes()); {
+		case bytes.Equal(msg, []byte(`"ready"`)):
 			p.readyOnce.Do(func() { close(p.ready) })
 			s.post(func() { s.becameReady(p, readyNode) })
+		case bytes.Equal(msg, []byte(`"onehost:listening"`)):
+			// The preload's word that the app's server listens on fd 3: online then, as
+			// PM2's cluster mode, unless the worker is to say ready itself.
+			s.post(func() {
+				if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
+					p.readyOnce.Do(func() { close(p.ready) })
+					s.becameReady(p, readyListen)
+				}
+			})
 		}
 	}
 }

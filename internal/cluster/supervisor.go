@@ -17,6 +17,10 @@
 // robin over the slots whose workers are online, a list the loop rewrites after every
 // event, and a slot whose worker crashed closes its socket at once so that what was queued
 // there moves to the live slots (the slot's next worker gets a fresh socket).
+//
+// Programs that were not written for it: readiness.go (what they say: sd_notify, Node's
+// IPC channel), nodepreload.go (an unmodified Node app's listen(PORT) served from fd 3),
+// serving.go (a worker that does not serve its slot's socket is shown not-serving).
 package cluster
 
 import (
@@ -103,6 +107,12 @@ type WorkerStatus struct {
 	// Note is the worker's own one-line status, as it last sent it with sd_notify's
 	// STATUS= ("" when it sends none).
 	Note string `json:"note,omitempty"`
+	// NotServing says why a worker shown as StateNotServing does not serve its slot
+	// (serving.go); "" otherwise.
+	NotServing string `json:"not_serving,omitempty"`
+	// NoCounters: the worker does not report Requests, RPS and Connections (it speaks no
+	// internal/ipc), which are then unknown, not 0: null in JSON (statusjson.go).
+	NoCounters bool `json:"-"`
 }
 
 // Worker health values (WorkerStatus.Health).
@@ -167,6 +177,8 @@ type Supervisor struct {
 	signals         bool          // some worker signalled readiness: wait for every later one
 	spawned         uint64        // workers started, for unique notify socket names
 	notifyDir       string        // the workers' sd_notify sockets live here; "" if none
+	preload         string        // the Node preload's path once written (nodepreload.go)
+	preloadFailed   bool          // its write failed (logged once)
 	lastStatus      string        // the last STATUS= sent
 	slots           map[int]*slot
 	procs           map[*proc]struct{} // every live process, current or not
@@ -406,6 +418,7 @@ func (s *Supervisor) loop() {
 			f()
 		case <-tick.C:
 			s.check()
+			s.checkServing(time.Now())
 			s.notifyStatus()
 		case <-watchdog:
 			s.notify("WATCHDOG=1")
@@ -584,6 +597,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	}
 	env = append(env, ipc.EnvFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	var node *nodeChannel
+	preloaded := false // a Node app whose listen(PORT) the preload serves: online at 'listening'
 	if isNode(s.cfg.Command[0]) {
 		nc, childEnd, err := newNodeChannel()
 		if err != nil {
@@ -595,6 +609,10 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		node = nc
 		cmd.ExtraFiles = append(cmd.ExtraFiles, childEnd)
 		env = append(env, "NODE_CHANNEL_FD="+strconv.Itoa(2+len(cmd.ExtraFiles)), "NODE_CHANNEL_SERIALIZATION_MODE=json")
+		var add []string
+		add, preloaded = s.nodeEnv(env, sl.id)
+		env = append(env, add...)
+		unset = append(unset, envNodeWorkerPID) // the preload's claim is the worker's to make
 	} else {
 		unset = append(unset, "NODE_CHANNEL_FD", "NODE_CHANNEL_SERIALIZATION_MODE")
 	}
@@ -689,9 +707,10 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	if node != nil {
 		go s.readNode(p, node)
 	}
-	if !s.cfg.waitReady() && !s.signals {
-		// PM2's default: online once started. (A program known to signal readiness is
-		// always waited for: see Config.WaitReady.)
+	if !s.cfg.waitReady() && !s.signals && !preloaded {
+		// PM2's default: online once started, or, for a Node app under the preload, at
+		// 'listening' (readNode), as PM2's cluster mode. (A program known to signal
+		// readiness is always waited for: see Config.WaitReady.)
 		p.readyOnce.Do(func() { close(p.ready) })
 		s.becameReady(p, readyStart)
 	}
@@ -729,7 +748,7 @@ func (s *Supervisor) poll(p *proc) {
 	t := time.NewTicker(s.cfg.StatsInterval.D())
 	defer t.Stop()
 	var tree *procstat.Tree // this goroutine's; made at the first tick
-	for {
+	for round := 1; ; round++ {
 		select {
 		case <-p.exited:
 			return
@@ -747,6 +766,8 @@ func (s *Supervisor) poll(p *proc) {
 		}
 		if speaks { // a program that never spoke ipc is not asked (nor judged): it may not read it
 			p.conn.Send(ipc.Msg{Type: ipc.TypeStats}) // an error means it is exiting: waiter handles it
+		} else {
+			s.readListeners(p, round) // does it serve its slot? (serving.go)
 		}
 		// The worker's whole process tree, not the main process alone: a gunicorn's forked
 		// workers are most of its CPU and memory, and max_memory_restart must see them.
@@ -1150,6 +1171,10 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes = p.writes
 				r.Note = p.statusText
+				r.NoCounters = !p.speaksIPC
+				if p.state == StateOnline && p.serve.notServing != "" {
+					r.Status, r.NotServing = StateNotServing, p.serve.notServing
+				}
 				if p.says != "" { // what it said of its state, then its STATUS=
 					r.Note = strings.TrimSuffix(p.says+": "+p.statusText, ": ")
 				}

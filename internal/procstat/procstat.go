@@ -27,6 +27,9 @@
 // server on one host is counted once as received and once as transmitted on lo (not twice
 // in each direction).
 //
+// Listeners (listen.go) reads the listening TCP sockets one process holds, for the
+// supervisor's check that a worker serves the socket it was given.
+//
 // Non-goals: per-thread detail, cgroup accounting, other operating systems.
 package procstat
 

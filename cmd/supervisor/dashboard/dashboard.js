@@ -192,10 +192,10 @@
       slot.style.color = workerColor(w.id); // CSSOM, which the page's CSP allows
       cell(tr, w.status, w.status === "online" ? "status-online" : w.status === "errored" ? "status-errored" : "status-other");
       const live = w.pid !== 0;
-      cell(tr, fmtCount(w.rps), "num");
+      cell(tr, w.no_counters ? "–" : fmtCount(w.rps), "num"); // a program without our ipc counts nothing
       cell(tr, live ? w.cpu.toFixed(0) + "%" : "–", "num");
       cell(tr, live ? fmtMem(w.rss) : "–", "num");
-      cell(tr, live ? String(w.conns) : "–", "num");
+      cell(tr, live && !w.no_counters ? String(w.conns) : "–", "num");
       cell(tr, w.health || "–", w.health === "unhealthy" ? "health-unhealthy" : "");
       cell(tr, String(w.restarts), "num");
       if (w.health_error) tr.title = w.health_error;

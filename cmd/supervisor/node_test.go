@@ -1,0 +1,279 @@
+package main
+
+// Unmodified Node apps in cluster mode, as a PM2 user runs them: a plain node:http app, an
+// Express app and a Fastify app from npm (testdata/node, installed by `npm ci` there, which
+// .ci/run does), each calling listen(process.env.PORT) and knowing nothing of fd 3. The
+// supervisor's preload (internal/cluster/nodepreload) gives their listen the slot's socket.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
+)
+
+// nodeApps returns the directory of the Node test apps, skipping t (failing it in CI) when
+// node or the npm packages are missing.
+func nodeApps(t *testing.T, npm bool) string {
+	t.Helper()
+	need(t, "node")
+	dir, err := filepath.Abs("testdata/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if npm {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
+			missing(t, "the npm packages of testdata/node are not installed: run `npm ci` in "+dir+" (.ci/run does)")
+		}
+	}
+	return dir
+}
+
+func TestNodeAppsUnmodified(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real servers")
+	}
+	// PM2's defaults where they matter here: wait_ready false (online at 'listening'),
+	// listen_timeout 3 s.
+	const config = "instances: 2\nwait_ready: false\nlisten_timeout: 3s\nstats_interval: 200ms\nheartbeat_timeout: 1s\nkill_timeout: 5s\n"
+	for _, tc := range []struct {
+		name, app string
+		npm       bool
+	}{
+		{"node:http", "plain.js", false},
+		{"express", "express.js", true},
+		{"fastify", "fastify.js", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := nodeApps(t, tc.npm)
+			c := startRun(t, config, "--", "node", filepath.Join(dir, tc.app))
+			st, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			onlineAt := time.Now()
+			// Online at 'listening' (the preload's word), each of them.
+			listening := onlineBy(c.logs.String(), "listening")
+			for _, pid := range workerPIDs(st) {
+				if !listening[pid] {
+					t.Errorf("worker %d has no \"worker online\" line with \"ready\":\"listening\" (those that have: %v)", pid, listening)
+				}
+			}
+			url := "http://" + st.Addr + "/"
+			reachesAll := func(what string, want []int) {
+				t.Helper()
+				seen := map[string]bool{}
+				for i := 0; i < 200 && len(seen) < len(want); i++ {
+					code, body, err := fetch(url, 5*time.Second)
+					if err != nil || code != 200 {
+						t.Fatalf("%s: GET /: %d %q %v", what, code, body, err)
+					}
+					seen[strings.TrimSpace(body)] = true
+				}
+				for _, pid := range want {
+					if !seen[fmt.Sprintf("pid %d", pid)] {
+						t.Errorf("%s: fresh connections reached %v, not worker %d (workers %v)", what, seen, pid, want)
+					}
+				}
+			}
+			reachesAll("after start", workerPIDs(st))
+
+			// Past listen_timeout and many heartbeat_timeouts: nobody is restarted.
+			time.Sleep(time.Until(onlineAt.Add(8 * time.Second)))
+			now, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(workerPIDs(now), workerPIDs(st)) {
+				t.Errorf("workers %v after 8 s, want the same %v", workerPIDs(now), workerPIDs(st))
+			}
+			for _, w := range now.Workers {
+				if w.Restarts != 0 || w.Status != "online" {
+					t.Errorf("worker %+v after 8 s: want online, no restart", w)
+				}
+				if !w.NoCounters {
+					t.Errorf("worker %d: counters %d/%v/%d reported for a program without our ipc, want none (null)", w.ID, w.Requests, w.RPS, w.Connections)
+				}
+			}
+			if out, _ := c.cmd("status"); !strings.Contains(out, "online") || strings.Contains(out, "not-serving") {
+				t.Errorf("status:\n%s", out)
+			}
+
+			// A rolling reload under load: nothing fails, the load running until the old
+			// generation has gone (its stop is under load too).
+			load := clustertest.StartLoad(url, 4)
+			time.Sleep(300 * time.Millisecond)
+			if out, err := c.cmd("reload"); err != nil {
+				t.Errorf("reload: %v %s", err, out)
+			}
+			waitUntil(t, 20*time.Second, "the old generation exited", func() bool {
+				for _, pid := range workerPIDs(st) {
+					if !processGone(pid) {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(500 * time.Millisecond)
+			load.Finish(t)
+			after, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range after.Workers {
+				if slices.Contains(workerPIDs(st), w.PID) || w.Status != "online" {
+					t.Errorf("worker after reload: %+v, want online with a new pid (before: %v)", w, workerPIDs(st))
+				}
+			}
+			reachesAll("after reload", workerPIDs(after))
+
+			// scale +1 and -1 under load: nothing fails.
+			load = clustertest.StartLoad(url, 4)
+			time.Sleep(300 * time.Millisecond)
+			if out, err := c.cmd("scale", "+1"); err != nil {
+				t.Errorf("scale +1: %v %s", err, out)
+			}
+			up, err := c.status()
+			if err != nil || len(up.Workers) != 3 || !allOnline(up) {
+				t.Errorf("after scale +1: %+v %v, want 3 online", up, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if out, err := c.cmd("scale", "-1"); err != nil {
+				t.Errorf("scale -1: %v %s", err, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+			load.Finish(t)
+			down, err := c.status()
+			if err != nil || len(down.Workers) != 2 || !allOnline(down) {
+				t.Errorf("after scale -1: %+v %v, want 2 online", down, err)
+			}
+			if len(up.Workers) == 3 {
+				reachesAll("after scale", workerPIDs(down))
+			}
+		})
+	}
+}
+
+// runAsync runs `supervisor run` with config and args in the background, its log in logs;
+// it is stopped at the end of the test.
+func runAsync(t *testing.T, config string, args ...string) (*runningCluster, *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1)}
+	logs := &syncBuffer{}
+	go func() {
+		c.done <- run(context.Background(), append([]string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0"}, args...),
+			func(string) string { return "" }, io.Discard, logs)
+	}()
+	t.Cleanup(func() {
+		c.cmd("stop")
+		select {
+		case <-c.done:
+		case <-time.After(15 * time.Second):
+			t.Error("run did not return after stop")
+		}
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs)
+		}
+	})
+	return c, logs
+}
+
+// TestNodeAppWrongPort: an app that listens on a port the supervisor does not serve (its
+// environment sets PORT to another) fails with an error naming both ports.
+func TestNodeAppWrongPort(t *testing.T) {
+	t.Parallel()
+	dir := nodeApps(t, false)
+	c, logs := runAsync(t, "instances: 1\nmax_restarts: 1\nexp_backoff_restart_delay: 50ms\nenv: {PORT: '4444'}\n",
+		"--", "node", filepath.Join(dir, "plain.js"))
+	waitUntil(t, 30*time.Second, "slot errored", func() bool {
+		st, err := c.status()
+		return err == nil && len(st.Workers) == 1 && st.Workers[0].Status == "errored"
+	})
+	st, _ := c.status()
+	_, port, _ := net.SplitHostPort(st.Addr)
+	want := "the app listens on port 4444, but the supervisor serves port " + port
+	if l := logs.String(); !strings.Contains(l, want) || !strings.Contains(l, "PORT=4444") {
+		t.Errorf("log has no %q naming PORT=4444:\n%s", want, l)
+	}
+}
+
+// TestNotServing: a worker that does not accept from its slot is seen: status shows it
+// not-serving with why, instead of online, and says what to do; its counters are unknown,
+// not 0. `supervisor run -- node app.js` with an app that binds a port of its own (the
+// preload turned off), and a program that takes fd 3 and never accepts.
+func TestNotServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real servers")
+	}
+	dir, _ := filepath.Abs("testdata/node")
+	own := freePort(t)
+	for _, tc := range []struct {
+		name    string
+		need    string
+		env     string
+		command []string
+		why     []string // in not_serving
+	}{
+		{"node app binding its own port", "node", fmt.Sprintf("{ONEHOST_NODE_PRELOAD: '0', PORT: '%s'}", own),
+			[]string{"node", filepath.Join(dir, "plain.js")}, []string{"it listens on", ":" + own}},
+		{"a program that never accepts", "python3", "{}",
+			[]string{"python3", "-c", "import time\nwhile True: time.sleep(1)"}, []string{"has not accepted", "is idle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.need)
+			c := startRun(t, fmt.Sprintf("instances: 1\nwait_ready: false\nstats_interval: 200ms\nenv: %s\n", tc.env),
+				append([]string{"--"}, tc.command...)...)
+			st, err := c.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Connections to the cluster's address wait in the slot's queue: nobody accepts them.
+			for range 3 {
+				conn, err := net.Dial("tcp", st.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+			}
+			var w statusReply
+			waitUntil(t, 30*time.Second, "worker shown not-serving", func() bool {
+				w, err = c.status()
+				return err == nil && len(w.Workers) == 1 && w.Workers[0].Status == "not-serving"
+			})
+			ns := w.Workers[0].NotServing
+			for _, want := range append(tc.why, st.Addr) {
+				if !strings.Contains(ns, want) {
+					t.Errorf("not_serving = %q, want %q in it", ns, want)
+				}
+			}
+			out, _ := c.cmd("status")
+			if !strings.Contains(out, "not-serving") || !strings.Contains(out, "worker 0 not serving: ") {
+				t.Errorf("status:\n%s\nwant the worker not-serving, and why", out)
+			}
+			// requests, req/s and conns: "-", not 0.
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) >= 10 && f[0] == "0" && (f[7] != "-" || f[8] != "-" || f[9] != "-") {
+					t.Errorf("status row %q: want - for requests, req/s and conns", line)
+				}
+			}
+			if l := c.logs.String(); !strings.Contains(l, "worker does not serve its slot") || !strings.Contains(l, "fd 3") {
+				t.Errorf("no log line saying the worker does not serve its slot, and what to do:\n%s", l)
+			}
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func TestNodeEnv(t *testing.T) {
+	tests := []struct {
+		name      string
+		cfg       Config
+		env       []string
+		want      []string // entries of the result
+		absent    []string // keys not in it
+		preloaded bool
+	}{
+		{"defaults", Config{}, nil,
+			[]string{"NODE_APP_INSTANCE=1", "pm_id=1", "ONEHOST_NODE_PORT=3108", "PORT=3108", "NODE_OPTIONS=--require DIR/onehost-preload.cjs"}, nil, true},
+		{"the user's PORT and NODE_OPTIONS kept", Config{}, []string{"PORT=4444", "NODE_OPTIONS=--max-old-space-size=512"},
+			[]string{"ONEHOST_NODE_PORT=3108", "NODE_OPTIONS=--max-old-space-size=512 --require DIR/onehost-preload.cjs"}, []string{"PORT"}, true},
+		{"the user's NODE_APP_INSTANCE kept", Config{}, []string{"NODE_APP_INSTANCE=7"}, []string{"pm_id=1"}, []string{"NODE_APP_INSTANCE"}, true},
+		{"preload off", Config{}, []string{"ONEHOST_NODE_PRELOAD=0"}, []string{"NODE_APP_INSTANCE=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
+		{"self_bind", Config{SelfBind: true}, nil, []string{"pm_id=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := &Supervisor{cfg: tc.cfg, log: zap.NewNop(), addr: "127.0.0.1:3108", notifyDir: dir}
+			got, preloaded := s.nodeEnv(tc.env, 1)
+			for i := range got {
+				got[i] = strings.ReplaceAll(got[i], dir, "DIR")
+			}
+			if preloaded != tc.preloaded {
+				t.Errorf("preloaded = %v, want %v", preloaded, tc.preloaded)
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("nodeEnv = %q, want %q in it", got, w)
+				}
+			}
+			for _, k := range tc.absent {
+				if _, ok := lookupEnv(got, k); ok {
+					t.Errorf("nodeEnv = %q, want no %s", got, k)
+				}
+			}
+		})
+	}
+	if got := nodeQuote(`/tmp/a b/"x".cjs`); got != `"/tmp/a b/\"x\".cjs"` {
+		t.Errorf("nodeQuote = %s", got)
+	}
+}
+
+// TestNodePreload runs the preload in a real node with a listening socket at fd 3, and
+// checks each form of listen an app may call (testdata/preload-cases.js reports them).
+func TestNodePreload(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("SKIP: node not installed (Debian: .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	preload := filepath.Join(dir, preloadName)
+	if err := os.WriteFile(preload, nodePreload, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, _ := ln.(*net.TCPListener).File()
+	defer f.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	script, _ := filepath.Abs("testdata/preload-cases.js")
+	cmd := exec.Command("node", script)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", envNodePort+"="+port, "NODE_OPTIONS=--require "+preload)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node said %s: %v", out, err)
+	}
+	want := map[string]string{
+		"first {port, host}":      "listening 127.0.0.1:" + port, // the slot's socket, its address
+		"second for the port":     "error EADDRINUSE",
+		"numeric string, another": "error ONEHOST_PORT",
+		"another port":            "error ONEHOST_PORT",
+		"port 0":                  "listening own",
+		"unix path":               "listening path",
+		"child process":           "error EADDRINUSE", // not the worker: its listen is its own bind
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: got %q, want %q", k, got[k], w)
+		}
+	}
+	if msg := got["message"]; !strings.Contains(msg, "the app listens on port 1, but the supervisor serves port "+port) {
+		t.Errorf("wrong-port message %q, want both ports named", msg)
+	}
+}

@@ -1,0 +1,38 @@
+package cluster
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestWorkerStatusJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		in   WorkerStatus
+		want string // a fragment of the JSON
+	}{
+		{"counted", WorkerStatus{ID: 1, Requests: 7, RPS: 2.5, Connections: 3}, `"requests":7,"rps":2.5,"connections":3`},
+		{"counted zero", WorkerStatus{ID: 1}, `"requests":0,"rps":0,"connections":0`},
+		{"not reported", WorkerStatus{ID: 1, NoCounters: true}, `"requests":null,"rps":null,"connections":null`},
+		{"not serving", WorkerStatus{Status: StateNotServing, NotServing: "why", NoCounters: true}, `"status":"not-serving"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tc.want) {
+				t.Errorf("got %s, want it to contain %s", b, tc.want)
+			}
+			var back WorkerStatus
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if back != tc.in {
+				t.Errorf("round trip: got %+v, want %+v", back, tc.in)
+			}
+		})
+	}
+}

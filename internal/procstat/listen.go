@@ -1,0 +1,112 @@
+package procstat
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Listener is a listening TCP socket a process holds.
+type Listener struct {
+	Inode uint64         // the socket's inode, as fstat and /proc/PID/fd show it
+	Addr  netip.AddrPort // its local address: 0.0.0.0 or :: for every interface
+}
+
+// Listeners returns the listening TCP sockets among pid's open descriptors: the socket
+// inodes of /proc/PID/fd looked up in its network namespace's /proc/PID/net/tcp and tcp6
+// (state 0A, LISTEN). It is how the supervisor sees a worker that bound a port of its own
+// instead of serving the socket it was given. root is the proc file system ("" is /proc).
+func Listeners(root string, pid int) ([]Listener, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	fdDir := filepath.Join(dir, "fd")
+	f, err := os.Open(fdDir)
+	if err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	inodes := make(map[uint64]struct{})
+	for _, n := range names {
+		if target, err := os.Readlink(filepath.Join(fdDir, n)); err == nil {
+			if ino, ok := socketInode(target); ok {
+				inodes[ino] = struct{}{}
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return nil, nil
+	}
+	var out []Listener
+	for _, name := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join(dir, "net", name))
+		if err != nil {
+			continue // no IPv6
+		}
+		out = append(out, parseListeners(b, inodes)...)
+	}
+	return out, nil
+}
+
+// parseListeners returns the lines of /proc/net/tcp or tcp6 in state 0A (LISTEN) whose
+// inode is in inodes (all of them when inodes is nil).
+func parseListeners(b []byte, inodes map[uint64]struct{}) []Listener {
+	var out []Listener
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if i == 0 { // header
+			continue
+		}
+		// Fields: sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
+		f := bytes.Fields(line)
+		if len(f) < 10 || string(f[3]) != "0A" {
+			continue
+		}
+		ino, ok := parseUint(f[9])
+		if !ok {
+			continue
+		}
+		if _, mine := inodes[ino]; inodes != nil && !mine {
+			continue
+		}
+		addr, ok := parseHexAddr(f[1])
+		if !ok {
+			continue
+		}
+		out = append(out, Listener{Inode: ino, Addr: addr})
+	}
+	return out
+}
+
+// parseHexAddr reads a /proc/net/tcp address: the IP's bytes as 32-bit words, each printed
+// in hex as the machine reads it (%08X of the word in memory, so reversed on little-endian
+// machines), a colon, the port as a number in hex.
+func parseHexAddr(b []byte) (netip.AddrPort, bool) {
+	h, p, ok := bytes.Cut(b, []byte(":"))
+	if !ok || len(p) != 4 {
+		return netip.AddrPort{}, false
+	}
+	port, err := strconv.ParseUint(string(p), 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	raw := make([]byte, hex.DecodedLen(len(h)))
+	if _, err := hex.Decode(raw, h); err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, false
+	}
+	// The hex of each word is the number the machine read from memory: put it back there.
+	for w := 0; w < len(raw); w += 4 {
+		binary.NativeEndian.PutUint32(raw[w:], binary.BigEndian.Uint32(raw[w:]))
+	}
+	ip, _ := netip.AddrFromSlice(net.IP(raw))
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), true
+}

@@ -1,0 +1,70 @@
+package procstat
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+)
+
+func TestParseListeners(t *testing.T) {
+	tcp := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 0100007F:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0000000000000000 100 0 0 10 0\n" +
+		"   1: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 222 1 0000000000000000 100 0 0 10 0\n" +
+		"   2: 0100007F:0BB8 0100007F:D1F2 01 00000000:00000000 00:00000000 00000000     0        0 333 1 0000000000000000 20 4 30 10 -1\n"
+	tcp6 := "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 444 1 0000000000000000 100 0 0 10 0\n" +
+		"   1: 0000000000000000FFFF00000100007F:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000000000000000 100 0 0 10 0\n"
+	tests := []struct {
+		name   string
+		table  string
+		inodes map[uint64]struct{}
+		want   []string
+	}{
+		{"ipv4 listeners only, every inode", tcp, nil, []string{"127.0.0.1:3000", "0.0.0.0:8080"}},
+		{"ipv4, the process's inodes", tcp, map[uint64]struct{}{222: {}, 333: {}}, []string{"0.0.0.0:8080"}},
+		{"ipv6 loopback and v4-mapped", tcp6, nil, []string{"[::1]:3000", "127.0.0.1:80"}},
+		{"garbage", "header\nnot a line\n 0: zz:zz 0 0A a b c d e 12\n", nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, l := range parseListeners([]byte(tc.table), tc.inodes) {
+				got = append(got, l.Addr.String())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseListeners(f *testing.F) {
+	f.Add([]byte("h\n 0: 0100007F:0BB8 00000000:0000 0A 0:0 0:0 0 0 0 111 1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { parseListeners(b, nil) })
+}
+
+// TestListenersOwnProcess: a socket this process listens on is found, with its address.
+func TestListenersOwnProcess(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	want := netip.MustParseAddrPort(ln.Addr().String())
+	ls, err := Listeners("", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Addr == want && l.Inode != 0 {
+			return
+		}
+	}
+	t.Errorf("Listeners(self) = %v, want %v among them", ls, want)
+}
