@@ -3,6 +3,7 @@ package journey
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/onehost/onehost/internal/srcaddr"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -150,6 +151,8 @@ type Result struct {
 	Stages  []Stage          `json:"stages"`
 	Pass    bool             `json:"pass"`
 	Reasons []string         `json:"reasons,omitempty"`
+	// Spread says how the users' connections were spread over source addresses.
+	Spread srcaddr.Report `json:"spread"`
 }
 
 // Histogram returns the latencies of all stages together.
