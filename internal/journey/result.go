@@ -212,6 +212,7 @@ func Merge(results ...Result) Result {
 	for i, r := range results {
 		if i == 0 {
 			m.URL, m.TimeScale = r.URL, r.TimeScale
+			m.Spread = r.Spread // every process plans the whole run's spread (users by global number)
 			m.Routes = make(map[string]RouteCounts)
 			m.Status = make(map[int]int64)
 			m.Errors = make(map[string]int64)
