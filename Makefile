@@ -27,7 +27,7 @@ build:
 # SUPERVISOR_FLAGS: more `supervisor run` flags (-dashboard 127.0.0.1:8090, -metrics ..., -log-dir ...).
 INSTANCES ?= max
 SUPERVISOR_FLAGS ?=
-run: build $(DB)
+run: build $(DB) $(TOKENS)
 	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) $(BIN)/supervisor run -config configs/cluster.yaml \
 		-instances $(INSTANCES) -listen $(HOST):$(PORT) $(SUPERVISOR_FLAGS)
 

@@ -59,6 +59,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
+	if w := bodyWarning(o.method, o.body); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
+
 	// A worker is an OS thread running the load, as a worker_thread is in autocannon.
 	prev := runtime.GOMAXPROCS(o.workers)
 	defer runtime.GOMAXPROCS(prev)
@@ -130,4 +134,14 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// bodyWarning is the one-line warning for a body sent with GET, the default method: the
+// seed's PATCH command without -m PATCH gets a 405 for every request, and nothing else
+// would say why.
+func bodyWarning(method string, body []byte) string {
+	if len(body) == 0 || (method != "" && method != "GET") {
+		return ""
+	}
+	return "warning: -b/--body is sent with GET (the default method); did you mean -m POST, PUT or PATCH?"
 }

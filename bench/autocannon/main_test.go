@@ -232,3 +232,21 @@ func TestPrintTextExtensions(t *testing.T) {
 		}
 	}
 }
+
+func TestBodyWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, body string
+		warn               bool
+	}{
+		{"body with default method", "", "{}", true},
+		{"body with GET", "GET", "{}", true},
+		{"body with PATCH", "PATCH", "{}", false},
+		{"GET without body", "GET", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := bodyWarning(tc.method, []byte(tc.body)) != ""; got != tc.warn {
+				t.Errorf("warned %v, want %v", got, tc.warn)
+			}
+		})
+	}
+}

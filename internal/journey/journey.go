@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/onehost/onehost/internal/srcaddr"
 	"io"
 	"net"
 	"net/netip"
@@ -107,8 +108,15 @@ type Config struct {
 	// TimeScale divides every think time. Default 1 (the challenge's).
 	TimeScale float64
 	// LocalAddrs are the source addresses the users' connections are spread over (each
-	// address gives its own range of ephemeral ports). Default: the kernel's choice.
+	// address gives its own range of ephemeral ports). Default: on a loopback IPv4 URL,
+	// as many 127.0.0.x addresses as keep each (source, server) pair at or under PerAddr
+	// of TotalUsers (package srcaddr); elsewhere the kernel's choice. User n (counted
+	// across processes) uses LocalAddrs[(n-1) % len].
 	LocalAddrs []netip.Addr
+	// PerAddr is how many connections one source address may hold before the users are
+	// spread over more. Default srcaddr.PerAddr("") (40 % of the ephemeral range's even
+	// half, ~5,000 with Linux's default range).
+	PerAddr int
 	// Timeout bounds one request, connect included. Default 60s (k6's).
 	Timeout time.Duration
 	// StartAt is when the ramp begins. Default: when Run is called.
@@ -190,6 +198,20 @@ type target struct {
 	prefix string // path prefix without the trailing slash
 }
 
+// ip is the target's address when its host is a literal address or localhost, else the
+// zero Addr (the kernel's choice of source address then).
+func (t target) ip() netip.Addr {
+	host, _, err := net.SplitHostPort(t.addr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	if host == "localhost" {
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	a, _ := netip.ParseAddr(host)
+	return a
+}
+
 func parseTarget(raw string) (target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -246,6 +268,7 @@ func newShard() *shard {
 type runner struct {
 	cfg    Config
 	tgt    target
+	spread srcaddr.Spread // the users' source addresses
 	start  time.Time
 	shards []*shard
 
@@ -270,6 +293,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r := &runner{cfg: cfg, tgt: tgt, start: cfg.StartAt}
+	r.spread = srcaddr.Plan(tgt.ip(), cfg.TotalUsers, cfg.PerAddr, cfg.LocalAddrs)
 	if r.start.IsZero() {
 		r.start = time.Now()
 	}
@@ -332,6 +356,7 @@ func (r *runner) result(elapsed time.Duration) Result {
 	res := Result{
 		URL:       r.cfg.URL,
 		Users:     r.cfg.Users,
+		Spread:    r.spread.Report(),
 		TimeScale: r.cfg.TimeScale,
 		Elapsed:   elapsed,
 		Routes:    make(map[string]RouteCounts),

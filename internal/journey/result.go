@@ -3,6 +3,7 @@ package journey
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/onehost/onehost/internal/srcaddr"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -150,6 +151,8 @@ type Result struct {
 	Stages  []Stage          `json:"stages"`
 	Pass    bool             `json:"pass"`
 	Reasons []string         `json:"reasons,omitempty"`
+	// Spread says how the users' connections were spread over source addresses.
+	Spread srcaddr.Report `json:"spread"`
 }
 
 // Histogram returns the latencies of all stages together.
@@ -209,6 +212,7 @@ func Merge(results ...Result) Result {
 	for i, r := range results {
 		if i == 0 {
 			m.URL, m.TimeScale = r.URL, r.TimeScale
+			m.Spread = r.Spread // every process plans the whole run's spread (users by global number)
 			m.Routes = make(map[string]RouteCounts)
 			m.Status = make(map[int]int64)
 			m.Errors = make(map[string]int64)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/onehost/onehost/internal/srcaddr"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -63,9 +64,9 @@ func (r *runner) newUser(i int) *user {
 		stopAt:  r.start.Add(c.Ramp + c.Hold + time.Duration(int64(c.RampDown)*(total-g)/total)),
 		dialer:  net.Dialer{Timeout: c.Timeout},
 	}
-	if len(c.LocalAddrs) > 0 {
-		a := c.LocalAddrs[i%len(c.LocalAddrs)]
+	if a := r.spread.For(int(g)); a.IsValid() {
 		u.dialer.LocalAddr = &net.TCPAddr{IP: a.AsSlice()}
+		u.dialer.Control = srcaddr.Control // bind() reserves no port: connect() picks it
 	}
 	return u
 }
