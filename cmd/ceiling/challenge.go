@@ -23,6 +23,7 @@ import (
 	"github.com/onehost/onehost/internal/challenge"
 	"github.com/onehost/onehost/internal/cpuquota"
 	"github.com/onehost/onehost/internal/journey"
+	"github.com/onehost/onehost/internal/loadhosts"
 )
 
 // challengeConfig is `ceiling challenge`'s command line.
@@ -36,6 +37,11 @@ type challengeConfig struct {
 	worker, supervisor, autocannon string
 	seed, tokens, secret, peerFeed string
 	node, out                      string
+	// -load-hosts: the generator runs on these hosts over ssh (loadhosts.go); the
+	// server listens on serverHost, which they must reach.
+	loadHosts  []loadhosts.Host
+	sshOptions []string
+	serverHost string
 }
 
 func parseChallenge(args []string, getenv func(string) string, stderr io.Writer) (challengeConfig, error) {
@@ -66,6 +72,16 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&c.peerFeed, "peer-feed", getenv("PEER_FEED"), "a node-feed peer directory with node_modules: scored after ours in the same run (env PEER_FEED)")
 	fs.StringVar(&c.node, "node", "node", "node binary (the peer)")
 	fs.StringVar(&c.out, "out", "", "also write the scores as JSON to this file")
+	fs.Func("load-hosts", "run the generator on these hosts over ssh, each on its share of the users: user@host[:port],... (bin/autocannon and the tokens are copied there)", func(v string) error {
+		h, err := loadhosts.ParseHosts(v)
+		c.loadHosts = h
+		return err
+	})
+	fs.Func("ssh-option", "an ssh/scp -o option for -load-hosts (repeatable), e.g. IdentityFile=~/.ssh/load", func(v string) error {
+		c.sshOptions = append(c.sshOptions, v)
+		return nil
+	})
+	fs.StringVar(&c.serverHost, "server-host", "127.0.0.1", "address the server listens on (with -load-hosts: one the hosts reach)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -141,12 +157,12 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		}
 		env := []string{"SQLITE_PATH=" + db, "JWT_SECRET=" + c.secret, "LOG_LEVEL=warn"}
 		argv := []string{c.worker}
-		env = append(env, "HOST=127.0.0.1", "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
+		env = append(env, "HOST="+c.serverHost, "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
 		if c.instances > 0 {
 			argv = []string{c.supervisor, "run", "-instances", strconv.Itoa(c.instances), "-listen",
-				fmt.Sprintf("127.0.0.1:%d", port), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
+				net.JoinHostPort(c.serverHost, strconv.Itoa(port)), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
 		}
-		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, port, filepath.Join(work, "ours", "server.log"))
+		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, net.JoinHostPort(c.serverHost, strconv.Itoa(port)), filepath.Join(work, "ours", "server.log"))
 	}
 	servers := []challenge.Server{ours}
 	if c.peerFeed != "" {
@@ -160,7 +176,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			}
 			env := []string{"SQLITE_PATH=" + db, "JWT_SECRET=" + c.secret, "PORT=" + strconv.Itoa(port)}
 			// The peer is one process, as the Node entry was: it gets one worker's quota.
-			return startQuoted(ctx, self, "peer", c.cores, serverCPUs, []string{c.node, filepath.Join(c.peerFeed, "feed.js")}, env, port,
+			return startQuoted(ctx, self, "peer", c.cores, serverCPUs, []string{c.node, filepath.Join(c.peerFeed, "feed.js")}, env, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 				filepath.Join(work, "peer", "server.log"))
 		}})
 	}
@@ -171,6 +187,11 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			"-n", strconv.Itoa(rc.Users), "-time-scale", strconv.FormatFloat(rc.TimeScale, 'g', -1, 64),
 			"-ramp", rc.Ramp.String(), "-hold", rc.Hold.String(), "-rampdown", rc.RampDown.String(),
 			"-progress", "0", "-j", "-tokens", c.tokens, rc.URL}))
+	}
+	if len(c.loadHosts) > 0 {
+		ht := &hostsTrial{ssh: loadhosts.Config{Options: c.sshOptions}, hosts: c.loadHosts, autocannon: c.autocannon, tokens: c.tokens}
+		search.Trial = ht.trial
+		note += fmt.Sprintf(" The generator runs on %d load host(s) over ssh: %v.", len(c.loadHosts), c.loadHosts)
 	}
 	mode := "the challenge's search"
 	if c.users > 0 {
@@ -238,9 +259,9 @@ func challengeCPUs(server, gen string) (srv, g []int, err error) {
 }
 
 // startQuoted starts argv on cpus, inside a fresh quota of cores (none when 0), waits until
-// it answers GET /health on port, and returns its pid, URL and stop.
+// it answers GET /health at hostPort, and returns its pid, URL and stop.
 func startQuoted(ctx context.Context, self, name string, cores float64, cpus []int,
-	argv, env []string, port int, logPath string) (int, string, func() error, error) {
+	argv, env []string, hostPort string, logPath string) (int, string, func() error, error) {
 	var q *cpuquota.Quota
 	if cores > 0 {
 		var err error
@@ -293,7 +314,7 @@ func startQuoted(ctx context.Context, self, name string, cores float64, cpus []i
 		}
 		return err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	url := "http://" + hostPort
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
