@@ -45,7 +45,7 @@ func loadgenLog(res *loadgen.Result) histlog.Log {
 func usersLog(res journey.Result, end time.Time) histlog.Log {
 	start := end.Add(-res.Elapsed)
 	lg := histlog.Log{Base: start}
-	for _, name := range []string{journey.RouteFeed, journey.RoutePost, journey.RouteLike, journey.RouteCreate} {
+	for _, name := range routeOrder {
 		c, ok := res.Routes[name]
 		if !ok || c.Hist.Histogram == nil {
 			continue
@@ -115,11 +115,11 @@ func runMerge(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(r)
 	}
-	printMerge(stdout, r, m.All, m.Tags)
+	printMerge(stdout, r, m)
 	return nil
 }
 
-func printMerge(w io.Writer, r mergeReport, all *hdrhistogram.Histogram, tags map[string]*hdrhistogram.Histogram) {
+func printMerge(w io.Writer, r mergeReport, m histlog.Merged) {
 	fmt.Fprintf(w, "Merged %d interval log(s): %d requests\n\n", len(r.Files), r.Requests)
 	fmt.Fprintf(w, "%-8s %10s %10s %10s %10s %10s %10s %10s\n", "tag", "requests", "p50", "p90", "p99", "p99.9", "mean", "max")
 	row := func(name string, h *hdrhistogram.Histogram) {
@@ -128,14 +128,10 @@ func printMerge(w io.Writer, r mergeReport, all *hdrhistogram.Histogram, tags ma
 			ms(h.ValueAtPercentile(50)), ms(h.ValueAtPercentile(90)), ms(h.ValueAtPercentile(99)),
 			ms(h.ValueAtPercentile(99.9)), fmt.Sprintf("%.2f ms", h.Mean()/1000), ms(h.Max()))
 	}
-	for _, name := range sortedKeys(tags) {
-		row(name, tags[name])
+	for _, name := range m.TagNames() {
+		row(name, m.Tags[name])
 	}
-	if len(tags) > 1 {
-		row("all", all)
+	if len(m.Tags) > 1 {
+		row("all", m.All)
 	}
-}
-
-func sortedKeys(m map[string]*hdrhistogram.Histogram) []string {
-	return histlog.Merged{Tags: m}.TagNames()
 }

@@ -423,7 +423,7 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 		total = first - 1 + cfg.Users
 	}
 	for i := range k {
-		n := cfg.Users/k + btoi(i < cfg.Users%k)
+		n := journey.Share(cfg.Users, k, i)
 		spec := usersChildSpec{
 			URL:           cfg.URL,
 			Tokens:        o.tokens,
@@ -477,13 +477,6 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 		return merged, ctx.Err()
 	}
 	return merged, errors.Join(errs...)
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // splitAddrs gives child i of k its share of the local addresses: a contiguous slice, or
@@ -759,12 +752,15 @@ func printUsersResult(w io.Writer, out usersOutput) {
 	io.WriteString(w, b.String())
 }
 
+// routeOrder is the order the journey's routes are reported in: its steps' order.
+var routeOrder = []string{journey.RouteFeed, journey.RoutePost, journey.RouteLike, journey.RouteCreate}
+
 // printRouteLatencies writes each route's latency in the hold, for the routes with
 // requests there. The result counts a route's failures over the whole run only, so
 // those come with the whole run's requests, labelled as such.
 func printRouteLatencies(b *strings.Builder, r journey.Result) {
 	header := false
-	for _, name := range []string{journey.RouteFeed, journey.RoutePost, journey.RouteLike, journey.RouteCreate} {
+	for _, name := range routeOrder {
 		c := r.Routes[name]
 		if c.Hist.Histogram == nil || c.Hist.TotalCount() == 0 {
 			continue

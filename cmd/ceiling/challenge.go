@@ -183,10 +183,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 
 	search := c.search
 	search.Trial = func(ctx context.Context, rc journey.Config) (journey.Result, error) {
-		return generatorTrial(ctx, pin(genCPUs, []string{c.autocannon, "users",
-			"-n", strconv.Itoa(rc.Users), "-time-scale", strconv.FormatFloat(rc.TimeScale, 'g', -1, 64),
-			"-ramp", rc.Ramp.String(), "-hold", rc.Hold.String(), "-rampdown", rc.RampDown.String(),
-			"-progress", "0", "-j", "-tokens", c.tokens, rc.URL}))
+		return generatorTrial(ctx, pin(genCPUs, usersArgv(c.autocannon, c.tokens, rc, rc.Users)))
 	}
 	if len(c.loadHosts) > 0 {
 		ht := &hostsTrial{ssh: loadhosts.Config{Options: c.sshOptions}, hosts: c.loadHosts, autocannon: c.autocannon, tokens: c.tokens}
@@ -336,6 +333,15 @@ func startQuoted(ctx context.Context, self, name string, cores float64, cpus []i
 		}
 	}
 	return cmd.Process.Pid, url, stop, nil
+}
+
+// usersArgv is the `autocannon users` command line of one trial's n users (all of rc's,
+// or one load host's share, whose flags come in share), printing its result as JSON.
+func usersArgv(bin, tokens string, rc journey.Config, n int, share ...string) []string {
+	argv := append([]string{bin, "users", "-n", strconv.Itoa(n)}, share...)
+	return append(argv, "-time-scale", strconv.FormatFloat(rc.TimeScale, 'g', -1, 64),
+		"-ramp", rc.Ramp.String(), "-hold", rc.Hold.String(), "-rampdown", rc.RampDown.String(),
+		"-progress", "0", "-j", "-tokens", tokens, rc.URL)
 }
 
 // generatorTrial runs one `autocannon users -j` and reads its result. The generator exits

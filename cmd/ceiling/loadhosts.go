@@ -67,7 +67,7 @@ func (h *hostsTrial) trial(ctx context.Context, rc journey.Config) (journey.Resu
 	var wg sync.WaitGroup
 	first := 1
 	for i := range k {
-		n := rc.Users/k + btoi(i < rc.Users%k)
+		n := journey.Share(rc.Users, k, i)
 		if n == 0 {
 			continue
 		}
@@ -81,12 +81,8 @@ func (h *hostsTrial) trial(ctx context.Context, rc journey.Config) (journey.Resu
 				errs[i] = err
 				return
 			}
-			argv := []string{bin, "users", "-n", strconv.Itoa(n), "-first-user", strconv.Itoa(f),
-				"-total-users", strconv.Itoa(rc.Users), "-start-at", strconv.FormatInt(start.UnixMilli(), 10),
-				"-seed", strconv.FormatUint(seed, 10),
-				"-time-scale", strconv.FormatFloat(rc.TimeScale, 'g', -1, 64),
-				"-ramp", rc.Ramp.String(), "-hold", rc.Hold.String(), "-rampdown", rc.RampDown.String(),
-				"-progress", "0", "-j", "-tokens", tokens, rc.URL}
+			argv := usersArgv(bin, tokens, rc, n, "-first-user", strconv.Itoa(f), "-total-users", strconv.Itoa(rc.Users),
+				"-start-at", strconv.FormatInt(start.UnixMilli(), 10), "-seed", strconv.FormatUint(seed, 10))
 			var out, errb bytes.Buffer
 			runErr := h.ssh.Run(ctx, h.hosts[i], argv, &out, &errb)
 			// autocannon users exits 1 on a failed trial, with its result on stdout.
@@ -108,11 +104,4 @@ func (h *hostsTrial) trial(ctx context.Context, rc journey.Config) (journey.Resu
 		}
 	}
 	return journey.Merge(got...), nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // chromiumFlags are what headless Chromium needs in a container and on a machine with no
@@ -54,7 +56,7 @@ type cdpMessage struct {
 // startBrowser starts headless Chromium with a fresh profile; it is closed when t ends.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	need(t, "chromium")
+	proctest.Need(t, "chromium")
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -139,7 +139,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	case "scale":
 		// As `pm2 scale` does, the table after scaling, so the new workers are seen.
 		fmt.Fprintln(stdout, "scaled")
-		return printStatus(ctx, c, stdout)
+		return printStatus(ctx, c, *socket, stdout)
 	case "stop":
 		fmt.Fprintln(stdout, "stopping")
 	}
@@ -147,21 +147,12 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 }
 
 // printStatus reads the status from the control socket and prints it as a table.
-func printStatus(ctx context.Context, c *http.Client, stdout io.Writer) error {
+func printStatus(ctx context.Context, c *http.Client, socket string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://supervisor/status", nil)
+	st, err := fetchStatus(ctx, c, socket)
 	if err != nil {
 		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return fmt.Errorf("read status: %w", err)
-	}
-	defer resp.Body.Close()
-	var st statusReply
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&st); err != nil {
-		return fmt.Errorf("decode status: %w", err)
 	}
 	printTable(stdout, st)
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // TestMonitRender: the look of monit, one golden file per case (go test -update rewrites
@@ -227,7 +228,7 @@ func TestMonitProcess(t *testing.T) {
 		t.Errorf("monit on a pipe: want one frame, two online rows, host cpu, no key hint; got:\n%s", out.String())
 	}
 
-	need(t, "tmux")
+	proctest.Need(t, "tmux")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "tmux.sock") // a server of our own, not the user's
 	conf := filepath.Join(dir, "tmux.conf")

@@ -18,20 +18,21 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // nodeApps returns the directory of the Node test apps, skipping t (failing it in CI) when
 // node or the npm packages are missing.
 func nodeApps(t *testing.T, npm bool) string {
 	t.Helper()
-	need(t, "node")
+	proctest.Need(t, "node")
 	dir, err := filepath.Abs("testdata/node")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if npm {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
-			missing(t, "the npm packages of testdata/node are not installed: run `npm ci` in "+dir+" (.ci/run does)")
+			proctest.Missing(t, "the npm packages of testdata/node are not installed: run `npm ci` in "+dir+" (.ci/run does)")
 		}
 	}
 	return dir
@@ -235,7 +236,7 @@ func TestNotServing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			need(t, tc.need)
+			proctest.Need(t, tc.need)
 			c := startRun(t, fmt.Sprintf("instances: 1\nwait_ready: false\nstats_interval: 200ms\nenv: %s\n", tc.env),
 				append([]string{"--"}, tc.command...)...)
 			st, err := c.status()

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // TestSystemdNotify: run under a datagram socket standing in for systemd's NOTIFY_SOCKET,
@@ -113,24 +115,33 @@ func TestSystemdNotify(t *testing.T) {
 	}
 }
 
+// unitExposure is `systemd-analyze security`'s overall exposure level of the unit file at
+// path, and the whole report.
+func unitExposure(t *testing.T, sa, path string) (float64, []byte) {
+	t.Helper()
+	out, _ := exec.Command(sa, "security", "--offline=true", path).CombinedOutput()
+	re := regexp.MustCompile(`Overall exposure level for ` + regexp.QuoteMeta(filepath.Base(path)) + `: ([0-9.]+)`)
+	m := re.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no exposure level in:\n%s", out)
+	}
+	exposure, _ := strconv.ParseFloat(string(m[1]), 64)
+	return exposure, out
+}
+
 // TestSystemdUnit: the shipped unit is hardened (exposure at most 2.5 by
 // `systemd-analyze security`) and verifies clean with its paths made real.
 func TestSystemdUnit(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		missing(t, "systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
+		proctest.Missing(t, "systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
 	}
 	unit, err := os.ReadFile("../../configs/onehost.service")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Security is judged on the file as shipped.
-	out, _ := exec.Command(sa, "security", "--offline=true", "../../configs/onehost.service").CombinedOutput()
-	m := regexp.MustCompile(`Overall exposure level for onehost\.service: ([0-9.]+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no exposure level in:\n%s", out)
-	}
-	exposure, _ := strconv.ParseFloat(string(m[1]), 64)
+	exposure, out := unitExposure(t, sa, "../../configs/onehost.service")
 	t.Logf("systemd-analyze security: exposure %.1f", exposure)
 	if exposure > 2.5 {
 		t.Errorf("exposure %.1f, want at most 2.5:\n%s", exposure, out)

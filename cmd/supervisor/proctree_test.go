@@ -15,12 +15,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // forker is the command line of testdata/programs/forker.py.
 func forker(t *testing.T) []string {
 	t.Helper()
-	need(t, "python3")
+	proctest.Need(t, "python3")
 	p, err := filepath.Abs("testdata/programs/forker.py")
 	if err != nil {
 		t.Fatal(err)

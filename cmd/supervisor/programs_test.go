@@ -23,34 +23,8 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/proctest"
 )
-
-// requirePrograms reports whether a missing program fails its test instead of skipping
-// it: in CI (CI set, as most CI systems do, or ONEHOST_REQUIRE_PROGRAMS=1, as .ci/run
-// sets), where a skip would let a whole class of tests pass unseen.
-func requirePrograms() bool {
-	return os.Getenv("CI") != "" || os.Getenv("ONEHOST_REQUIRE_PROGRAMS") == "1"
-}
-
-// missing ends t for want of what: a skip with a visible message, or a failure where
-// requirePrograms says so.
-func missing(t *testing.T, what string) {
-	t.Helper()
-	if requirePrograms() {
-		t.Fatalf("%s (required here: CI or ONEHOST_REQUIRE_PROGRAMS=1 is set)", what)
-	}
-	t.Skipf("SKIP: %s; set ONEHOST_REQUIRE_PROGRAMS=1 to make this a failure", what)
-}
-
-// need skips t (fails it in CI) unless every program is installed.
-func need(t *testing.T, programs ...string) {
-	t.Helper()
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			missing(t, p+" not installed (Debian: .ci/run installs it)")
-		}
-	}
-}
 
 // onlineBy returns the pids of the "worker online" lines of a JSON log that say ready by how.
 func onlineBy(logs, how string) map[int]bool {
@@ -117,7 +91,7 @@ func TestRealPrograms(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			need(t, tc.need...)
+			proctest.Need(t, tc.need...)
 			c := startRun(t, base+tc.config, append([]string{"--"}, tc.command...)...)
 			st, err := c.status()
 			if err != nil {
@@ -215,7 +189,7 @@ func TestRealPrograms(t *testing.T) {
 // TestProgramDyingAtStartErrors: a program that exits at once still goes errored after
 // max_restarts, whatever its readiness.
 func TestProgramDyingAtStartErrors(t *testing.T) {
-	need(t, "python3")
+	proctest.Need(t, "python3")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cluster.yaml")
 	os.WriteFile(cfg, []byte("instances: 1\nmax_restarts: 2\nexp_backoff_restart_delay: 50ms\n"), 0o600)
@@ -239,7 +213,7 @@ func TestProgramDyingAtStartErrors(t *testing.T) {
 // pid; Debian's systemd-socket-activate and the supervisor's shim both make it so, and
 // without it gunicorn ignores fd 3 and binds its default address instead.
 func TestGunicornListenPID(t *testing.T) {
-	need(t, "gunicorn", "systemd-socket-activate")
+	proctest.Need(t, "gunicorn", "systemd-socket-activate")
 	dir, _ := filepath.Abs("testdata/programs")
 	port := freePort(t)
 	cmd := exec.Command("systemd-socket-activate", "-l", "127.0.0.1:"+port, "gunicorn", "--chdir", dir, "-w", "1", "wsgi:app")
@@ -300,7 +274,7 @@ func freePort(t *testing.T) string {
 // TestEcosystemFile: a PM2 user's ecosystem file runs as is: the node app, two instances,
 // env_production merged over env with -env production, wait_ready with process.send.
 func TestEcosystemFile(t *testing.T) {
-	need(t, "node")
+	proctest.Need(t, "node")
 	dir, _ := filepath.Abs("testdata/programs")
 	tmp := t.TempDir()
 	eco := filepath.Join(tmp, "ecosystem.config.json")

@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // TestStartup: `supervisor startup` prints a unit for the given configuration that
@@ -20,7 +21,7 @@ import (
 func TestStartup(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		missing(t, "systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
+		proctest.Missing(t, "systemd-analyze not installed (Debian: apt-get install systemd; .ci/run does)")
 	}
 	dir := t.TempDir()
 	eco := filepath.Join(dir, "ecosystem.config.json")
@@ -44,12 +45,7 @@ func TestStartup(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "ecosystem.service")
 	os.WriteFile(path, unit, 0o644)
-	sec, _ := exec.Command(sa, "security", "--offline=true", path).CombinedOutput()
-	m := regexp.MustCompile(`Overall exposure level for ecosystem\.service: ([0-9.]+)`).FindSubmatch(sec)
-	if m == nil {
-		t.Fatalf("no exposure level in:\n%s", sec)
-	}
-	exposure, _ := strconv.ParseFloat(string(m[1]), 64)
+	exposure, sec := unitExposure(t, sa, path)
 	t.Logf("systemd-analyze security: exposure %.1f", exposure)
 	if exposure > 2.5 {
 		t.Errorf("exposure %.1f, want at most 2.5:\n%s", exposure, sec)

@@ -2,12 +2,13 @@ package cluster
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 func TestParseEcosystem(t *testing.T) {
@@ -100,12 +101,7 @@ func TestParseEcosystem(t *testing.T) {
 // TestLoadEcosystemJavaScript evaluates .config.js, .cjs and .mjs files with the real node,
 // as PM2 requires them; functions are dropped, node's errors shown.
 func TestLoadEcosystemJavaScript(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("ONEHOST_REQUIRE_PROGRAMS") == "1" {
-			t.Fatal("node not installed (Debian: apt-get install nodejs; .ci/run does)")
-		}
-		t.Skip("node not installed")
-	}
+	proctest.Need(t, "node")
 	seed := `module.exports = {
   apps: [
     {

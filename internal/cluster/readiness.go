@@ -168,16 +168,12 @@ func (s *Supervisor) becameReady(p *proc, how string) {
 // for another program, NODE_CHANNEL_FD leaks into its children and breaks the Node
 // programs they start.
 func isNode(program string) bool {
-	switch b := filepath.Base(program); {
-	case b == "node" || b == "nodejs":
+	b := filepath.Base(program)
+	switch filepath.Ext(b) {
+	case ".js", ".cjs", ".mjs":
 		return true
-	default:
-		switch filepath.Ext(b) {
-		case ".js", ".cjs", ".mjs":
-			return true
-		}
 	}
-	return false
+	return b == "node" || b == "nodejs"
 }
 
 // nodeChannel is the supervisor's end of a Node program's IPC channel (a unix stream

@@ -21,7 +21,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,7 @@ func Read(r io.Reader) (Log, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var start, base float64
-	var haveStart, haveBase bool
+	var haveBase bool
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimRight(sc.Text(), "\r")
 		switch {
@@ -90,7 +91,7 @@ func Read(r io.Reader) (Log, error) {
 			if err != nil {
 				return lg, fmt.Errorf("read line %d: start time: %w", n, err)
 			}
-			start, haveStart = v, true
+			start = v
 			continue
 		case strings.HasPrefix(line, "#[BaseTime: "):
 			v, err := leadingFloat(line[len("#[BaseTime: "):])
@@ -114,7 +115,6 @@ func Read(r io.Reader) (Log, error) {
 	if !haveBase {
 		base = start // HdrHistogram's tools treat a missing BaseTime as the StartTime
 	}
-	_ = haveStart
 	lg.Base = time.UnixMilli(int64(base * 1000))
 	return lg, nil
 }
@@ -214,14 +214,7 @@ func Merge(logs ...Log) Merged {
 }
 
 // TagNames returns m's tags in order.
-func (m Merged) TagNames() []string {
-	names := make([]string, 0, len(m.Tags))
-	for t := range m.Tags {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	return names
-}
+func (m Merged) TagNames() []string { return slices.Sorted(maps.Keys(m.Tags)) }
 
 // New returns an empty histogram with the range and precision the generators record in:
 // 1 µs to one hour, 3 significant digits.

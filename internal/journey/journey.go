@@ -31,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/onehost/onehost/internal/srcaddr"
 	"io"
 	"net"
 	"net/netip"
@@ -45,6 +44,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Token is one entry of the token file that `worker seed -tokens FILE` writes.

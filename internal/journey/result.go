@@ -3,10 +3,11 @@ package journey
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/onehost/onehost/internal/srcaddr"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // The challenge's pass thresholds.
@@ -203,6 +204,18 @@ func Judge(requests, failures int64, p95, p99 time.Duration) (pass bool, reasons
 		reasons = append(reasons, fmt.Sprintf("failures %.2f%% >= %.0f%%", 100*rate, 100*MaxFailureRate))
 	}
 	return len(reasons) == 0, reasons
+}
+
+// Share is how many of users the i-th of k generators (child processes or load hosts)
+// runs: an even split, the first users%k one more. Generator i's users are numbered after
+// those of generators 0…i-1 (Config.FirstUser), so each keeps its users' tokens and
+// choices, and Merge adds their results back into one run's.
+func Share(users, k, i int) int {
+	n := users / k
+	if i < users%k {
+		n++
+	}
+	return n
 }
 
 // Merge adds up results of the same run split over processes: counts and histograms are

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/onehost/onehost/internal/srcaddr"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Indices into routes.

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // The test binary is also the "generator" the hosts run: `loadhosts-helper get URL N OUT`
@@ -86,20 +88,6 @@ func TestCommands(t *testing.T) {
 	if got, want := Quote("it's"), `'it'\''s'`; got != want {
 		t.Errorf("quote: got %s, want %s", got, want)
 	}
-}
-
-// requirePrograms and missing follow cmd/supervisor's programs_test.go: a missing
-// program skips with a message, and fails where CI or ONEHOST_REQUIRE_PROGRAMS=1 is set.
-func requirePrograms() bool {
-	return os.Getenv("CI") != "" || os.Getenv("ONEHOST_REQUIRE_PROGRAMS") == "1"
-}
-
-func missing(t *testing.T, what string) {
-	t.Helper()
-	if requirePrograms() {
-		t.Fatalf("%s (required here: CI or ONEHOST_REQUIRE_PROGRAMS=1 is set)", what)
-	}
-	t.Skipf("SKIP: %s; set ONEHOST_REQUIRE_PROGRAMS=1 to make this a failure", what)
 }
 
 func sh(t *testing.T, argv ...string) {
@@ -178,11 +166,11 @@ func (w *prefixWriter) Write(b []byte) (int, error) {
 // running remote process and checks it is gone.
 func TestTwoHostsOverSSH(t *testing.T) {
 	if os.Geteuid() != 0 {
-		missing(t, "network namespaces need root")
+		proctest.Missing(t, "network namespaces need root")
 	}
 	for _, p := range []string{"ip", "nsenter", "ssh", "scp", "ssh-keygen", "/usr/sbin/sshd"} {
 		if _, err := exec.LookPath(p); err != nil {
-			missing(t, p+" not installed (Debian: openssh-server, iproute2; .ci/run installs them)")
+			proctest.Missing(t, p+" not installed (Debian: openssh-server, iproute2; .ci/run installs them)")
 		}
 	}
 	dir := t.TempDir()

@@ -26,23 +26,9 @@ func Listeners(root string, pid int) ([]Listener, error) {
 		root = "/proc"
 	}
 	dir := filepath.Join(root, strconv.Itoa(pid))
-	fdDir := filepath.Join(dir, "fd")
-	f, err := os.Open(fdDir)
-	if err != nil {
-		return nil, err
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
 	inodes := make(map[uint64]struct{})
-	for _, n := range names {
-		if target, err := os.Readlink(filepath.Join(fdDir, n)); err == nil {
-			if ino, ok := socketInode(target); ok {
-				inodes[ino] = struct{}{}
-			}
-		}
+	if err := addSocketInodes(inodes, filepath.Join(dir, "fd")); err != nil {
+		return nil, err
 	}
 	if len(inodes) == 0 {
 		return nil, nil
@@ -56,6 +42,25 @@ func Listeners(root string, pid int) ([]Listener, error) {
 		out = append(out, parseListeners(b, inodes)...)
 	}
 	return out, nil
+}
+
+// addSocketInodes adds the inodes of the sockets among the descriptors in fdDir (a
+// /proc/PID/fd) to inodes.
+func addSocketInodes(inodes map[uint64]struct{}, fdDir string) error {
+	f, err := os.Open(fdDir)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		if target, err := os.Readlink(filepath.Join(fdDir, n)); err == nil {
+			if ino, ok := socketInode(target); ok {
+				inodes[ino] = struct{}{}
+			}
+		}
+	}
+	return err
 }
 
 // parseListeners returns the lines of /proc/net/tcp or tcp6 in state 0A (LISTEN) whose

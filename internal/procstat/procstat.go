@@ -516,22 +516,7 @@ func (st *state) memory(tree map[key]procStat) (rss int64) {
 func (st *state) conns(tree map[key]procStat) (conns int) {
 	inodes := make(map[uint64]struct{})
 	for k := range tree {
-		fdDir := filepath.Join(st.root, strconv.Itoa(k.pid), "fd")
-		f, err := os.Open(fdDir)
-		if err != nil {
-			continue // exited, or not ours to read
-		}
-		names, _ := f.Readdirnames(-1)
-		f.Close()
-		for _, n := range names {
-			target, err := os.Readlink(filepath.Join(fdDir, n))
-			if err != nil {
-				continue
-			}
-			if ino, ok := socketInode(target); ok {
-				inodes[ino] = struct{}{}
-			}
-		}
+		_ = addSocketInodes(inodes, filepath.Join(st.root, strconv.Itoa(k.pid), "fd")) // exited, or not ours to read: none
 	}
 	if len(inodes) == 0 {
 		return 0

@@ -17,7 +17,6 @@
 package srcaddr
 
 import (
-	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
@@ -50,23 +49,6 @@ func (s Spread) For(i int) netip.Addr {
 func (s Spread) MaxPerPair() int {
 	n := max(len(s.Addrs), 1)
 	return (s.Conns + n - 1) / n
-}
-
-// String says how the connections were spread, for a report's text.
-func (s Spread) String() string {
-	if len(s.Addrs) == 0 {
-		return fmt.Sprintf("%d connections from the kernel's source address", s.Conns)
-	}
-	how := "given"
-	if s.Auto {
-		how = "chosen for loopback"
-	}
-	list := s.Addrs[0].String()
-	if len(s.Addrs) > 1 {
-		list += "…" + s.Addrs[len(s.Addrs)-1].String()
-	}
-	return fmt.Sprintf("%d connections over %d source addresses (%s, %s), at most %d per pair",
-		s.Conns, len(s.Addrs), list, how, s.MaxPerPair())
 }
 
 // Report is Spread's JSON form.
@@ -140,46 +122,6 @@ func Plan(dst netip.Addr, conns, perAddr int, given []netip.Addr) Spread {
 	return s
 }
 
-// ParseList reads "A-B" (an inclusive IPv4 or IPv6 range) or "A,B,…".
-func ParseList(s string) ([]netip.Addr, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	if lo, hi, ok := strings.Cut(s, "-"); ok && !strings.Contains(s, ",") {
-		a, err := netip.ParseAddr(strings.TrimSpace(lo))
-		if err != nil {
-			return nil, fmt.Errorf("parse addresses: %w", err)
-		}
-		b, err := netip.ParseAddr(strings.TrimSpace(hi))
-		if err != nil {
-			return nil, fmt.Errorf("parse addresses: %w", err)
-		}
-		if b.Less(a) || a.Is4() != b.Is4() {
-			return nil, fmt.Errorf("parse addresses: %s is not an increasing range", s)
-		}
-		var out []netip.Addr
-		for x := a; ; x = x.Next() {
-			out = append(out, x)
-			if x == b {
-				return out, nil
-			}
-			if len(out) >= 65536 {
-				return nil, fmt.Errorf("parse addresses: range %s holds more than 65,536", s)
-			}
-		}
-	}
-	var out []netip.Addr
-	for _, f := range strings.Split(s, ",") {
-		a, err := netip.ParseAddr(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("parse addresses: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
 // NoPort sets IP_BIND_ADDRESS_NO_PORT on fd: a later bind() to a source address with port
 // 0 then reserves no port, and connect() chooses one for the destination (Linux 4.2).
 func NoPort(fd int) error {
@@ -193,23 +135,4 @@ func Control(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
-}
-
-// Bind binds the raw socket fd to source address a with port 0 after setting
-// IP_BIND_ADDRESS_NO_PORT; a zero a does nothing.
-func Bind(fd int, a netip.Addr) error {
-	if !a.IsValid() {
-		return nil
-	}
-	_ = NoPort(fd) // an older kernel: bind still works, it reserves a port
-	var sa unix.Sockaddr
-	if a.Is4() {
-		sa = &unix.SockaddrInet4{Addr: a.As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Addr: a.As16()}
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		return fmt.Errorf("bind %s: %w", a, err)
-	}
-	return nil
 }

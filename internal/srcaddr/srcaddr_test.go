@@ -63,26 +63,3 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
-
-func TestParseList(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-		bad  bool
-	}{
-		{"", nil, false},
-		{"127.0.0.2-127.0.0.4", []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, false},
-		{"127.0.0.2,127.0.0.9", []string{"127.0.0.2", "127.0.0.9"}, false},
-		{"127.0.0.4-127.0.0.2", nil, true},
-		{"127.0.0.x", nil, true},
-	} {
-		got, err := ParseList(tc.in)
-		var s []string
-		for _, a := range got {
-			s = append(s, a.String())
-		}
-		if (err != nil) != tc.bad || !slices.Equal(s, tc.want) {
-			t.Errorf("ParseList(%q) = %v, %v; want %v (error %v)", tc.in, s, err, tc.want, tc.bad)
-		}
-	}
-}
