@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The same Node app under PM2's cluster mode and under our supervisor, same cores, same N,
-# interleaved rounds: the heavy PATCH peer (../shared/peers/node-heavy, Fastify), changed
-# only to listen on fd 3 when LISTEN_FDS is set and to send 'ready'. Both wait for it
-# (pm2 --wait-ready; wait_ready: true), both kill after 3 s.
+# The same unmodified Node app, from the same ecosystem.config.js, under PM2's cluster mode
+# and under our supervisor, same cores, same N, interleaved rounds: the heavy PATCH peer
+# (../shared/peers/node-heavy, Fastify 5, `fastify.listen({port: PORT, host})`) as it is,
+# run by `pm2 start ecosystem.config.js` and by `supervisor run -config ecosystem.config.js`
+# (the Node preload serves its listen(PORT) from the slot's socket). Both kill after 3 s.
 #
-#  1. keep-alive clients: autocannon -c 20 (req/s, server CPU per request: the whole tree,
-#     PM2's God or our supervisor included, from /proc by --server-pid);
-#  2. a new connection per request (Connection: close), where PM2's primary accepts every
-#     connection and hands it to a worker, and ours do not;
+#  1. the seed's autocannon command (-m PATCH -b '{"foo1":"bar"}' -c 20 -p 2: req/s, server
+#     CPU per request: the whole tree, PM2's God or our supervisor included, from /proc by
+#     --server-pid);
+#  2. a new connection per request (Connection: close, -c 20), where PM2's primary accepts
+#     every connection and hands it to a worker, and ours do not;
 #  3. a reload under load (autocannon -c 8): failed requests;
 #  4. kill -9 of one worker under load: failed requests, and the time until N are online.
 #
-# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 PEER=../shared/peers/node-heavy
+# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 PEER=../shared/peers/node-heavy
 #        OUT=data/pm2-side-by-side); needs npm (fastify, pm2 into a scratch directory),
 #        make build.
 set -euo pipefail
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 N=${N:-2}
 D=${D:-10}
 ROUNDS=${ROUNDS:-3}
+W=${W:-1} # autocannon -w: the seed used 6 on a larger load host
 PEER=${PEER:-../shared/peers/node-heavy}
 OUT=${OUT:-data/pm2-side-by-side}
 BIN=${BIN:-$PWD/bin}
@@ -26,22 +29,23 @@ mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'PM2_HOME=$work/pm2home "$work/node_modules/.bin/pm2" kill >/dev/null 2>&1 || true; "$BIN/supervisor" stop -socket "$work/s.sock" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 cp "$PEER/heavy.js" "$PEER/package.json" "$work/"
-# The two changes: the inherited socket under LISTEN_FDS, and 'ready' once listening.
-python3 - "$work/heavy.js" <<'EOF'
-import sys
-p = sys.argv[1]
-s = open(p).read()
-old = "fastify.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });"
-assert old in s, "node-heavy changed: update bench/pm2-side-by-side.sh"
-s = s.replace(old, """const ready = () => { if (process.send) process.send('ready'); };
-if (process.env.LISTEN_FDS) fastify.ready().then(() => fastify.server.listen({ fd: 3 }, ready));
-else fastify.listen({ port: Number(process.env.PORT), host: '127.0.0.1' }).then(ready);""")
-open(p, "w").write(s)
+# One file for both, as a PM2 user has it; the port comes from the environment so that the
+# two systems can run one after the other without waiting for the port.
+cat >"$work/ecosystem.config.js" <<EOF
+module.exports = {
+  apps: [{
+    name: 'heavy',
+    script: './heavy.js',
+    instances: $N,
+    exec_mode: 'cluster',
+    kill_timeout: 3000,
+    env: { NODE_ENV: 'production', PORT: Number(process.env.BENCH_PORT), HOST: '127.0.0.1' }
+  }]
+};
 EOF
 (cd "$work" && npm install --no-audit --no-fund --silent pm2@6 >/dev/null)
 pm2="$work/node_modules/.bin/pm2"
 export PM2_HOME="$work/pm2home"
-printf 'wait_ready: true\nlisten_timeout: 5s\nkill_timeout: 3s\n' >"$work/cluster.yaml"
 port_pm2=3571
 port_ours=3572
 
@@ -49,7 +53,7 @@ body='{"foo1":"bar"}'
 ac() { # url extra-args...: JSON summary line
 	local url=$1
 	shift
-	"$BIN/autocannon" -n -j -m PATCH -H "Content-Type: application/json" -b "$body" "$@" "$url/api/resource/123"
+	"$BIN/autocannon" -n -j -w "$W" -m PATCH -H "Content-Type: application/json" -b "$body" "$@" "$url/api/resource/123"
 }
 summary() { # json: req/s errors cpu_us_per_req
 	python3 -c 'import json,sys
@@ -74,12 +78,12 @@ worker_pids() { # system: the workers' pids, one per line
 }
 start() { # system
 	if [ "$1" = pm2 ]; then
-		(cd "$work" && PORT=$port_pm2 "$pm2" start heavy.js -i "$N" --name heavy --wait-ready --listen-timeout 5000 --kill-timeout 3000 >/dev/null)
+		(cd "$work" && BENCH_PORT=$port_pm2 "$pm2" start ecosystem.config.js >/dev/null)
 		root=$(cat "$PM2_HOME/pm2.pid")
 		url=http://127.0.0.1:$port_pm2
 	else
-		"$BIN/supervisor" run -config "$work/cluster.yaml" -socket "$work/s.sock" -instances "$N" \
-			-listen 127.0.0.1:$port_ours -log-file "$work/ours.log" -- node "$work/heavy.js" &
+		(cd "$work" && BENCH_PORT=$port_ours exec "$BIN/supervisor" run -config ecosystem.config.js -socket "$work/s.sock" \
+			-log-file "$work/ours.log") &
 		root=$!
 		url=http://127.0.0.1:$port_ours
 	fi
@@ -112,7 +116,7 @@ for r in $(seq "$ROUNDS"); do
 	for sys in $order; do
 		start "$sys"
 		ac "$url" -c 20 -d 2 >/dev/null # warm-up (Node's JIT)
-		row "$sys" "keep-alive, -c 20" "$(ac "$url" -c 20 -d "$D" --server-pid "$root" | summary)	"
+		row "$sys" "the seed's command, -c 20 -p 2" "$(ac "$url" -c 20 -p 2 -d "$D" --server-pid "$root" | summary)	"
 		row "$sys" "new connection per request, -c 20" "$(ac "$url" -c 20 -d "$D" -H "Connection: close" --server-pid "$root" | summary)	"
 		ac "$url" -c 8 -d 8 >"$work/reload.json" &
 		sleep 2

@@ -32,62 +32,86 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		fs.BoolVar(&follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
 		fs.IntVar(&lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
 	}
-	var logSlot string
-	if cmd == "logs" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		logSlot, args = args[0], args[1:]
-	}
-	// `scale +1 -socket X` and `scale -socket X -1` both work: a leading count is taken
-	// before the flags (a -N count would otherwise read as a flag).
-	var scaleArg string
-	if cmd == "scale" && len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isNumber(args[0])) {
-		scaleArg, args = args[0], args[1:] // judged below, after the flags
+	// Arguments may come before the flags, in pm2's order (`scale api +1`, `logs api 0`),
+	// or after them; a leading -N of scale is a count, not a flag.
+	var pos []string
+	for len(args) > 0 && (!strings.HasPrefix(args[0], "-") || (cmd == "scale" && isNumber(args[0]))) {
+		pos, args = append(pos, args[0]), args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	pos = append(pos, fs.Args()...)
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}
-	if cmd == "logs" {
-		if logSlot == "" && fs.NArg() == 1 {
-			logSlot = fs.Arg(0)
-		} else if fs.NArg() > 0 {
-			return fmt.Errorf("logs: unexpected argument %q: want at most one SLOT", fs.Arg(fs.NArg()-1))
-		}
-		if n, err := strconv.Atoi(logSlot); logSlot != "" && (err != nil || n < 0) {
-			return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", logSlot)
+	var appName, logSlot, scaleArg string
+	switch cmd {
+	case "logs": // [APP] [SLOT]
+		for i, a := range pos {
+			switch {
+			case i > 1 || logSlot != "":
+				return fmt.Errorf("logs: unexpected argument %q: want [APP] [SLOT]", a)
+			case isNumber(a):
+				if n, _ := strconv.Atoi(a); n < 0 {
+					return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", a)
+				}
+				logSlot = a
+			case i == 0:
+				appName = a
+			default:
+				return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", a)
+			}
 		}
 		if lines < 0 {
 			return fmt.Errorf("logs: -n %d: want a count >= 0", lines)
 		}
-	} else if cmd == "scale" && scaleArg == "" {
-		if fs.NArg() != 1 {
-			return fmt.Errorf("scale: want one argument N, +N or -N")
+	case "scale": // [APP] N|+N|-N
+		switch len(pos) {
+		case 1:
+			scaleArg = pos[0]
+		case 2:
+			appName, scaleArg = pos[0], pos[1]
+		default:
+			return fmt.Errorf("scale: want [APP] N, +N or -N")
 		}
-		scaleArg = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q", cmd, fs.Arg(0))
+	default: // status, reload, restart, stop: [APP]
+		if len(pos) > 1 {
+			return fmt.Errorf("%s: unexpected argument %q: want at most one APP", cmd, pos[1])
+		}
+		if len(pos) == 1 {
+			appName = pos[0]
+		}
+	}
+	if appName != "" && isNumber(appName) {
+		return fmt.Errorf("%s: %q: want an app's name (supervisor status lists them), not a number", cmd, appName)
 	}
 	c := controlClient(*socket)
-	method, path := "POST", "/"+cmd
+	method, q := "POST", url.Values{}
+	if appName != "" {
+		q.Set("app", appName)
+	}
 	switch cmd {
 	case "status":
 		method = "GET"
 	case "logs":
 		method = "GET"
-		q := url.Values{"n": {strconv.Itoa(lines)}}
+		q.Set("n", strconv.Itoa(lines))
 		if logSlot != "" {
 			q.Set("slot", logSlot)
 		}
 		if follow {
 			q.Set("follow", "1")
 		}
-		path += "?" + q.Encode()
 	case "scale":
 		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
 			return err
 		}
-		path += "?n=" + url.QueryEscape(scaleArg)
+		q.Set("n", scaleArg)
+	}
+	path := "/" + cmd
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	if cmd == "status" {
 		// Status must not hang on a wedged supervisor; reload and scale may legitimately
@@ -136,11 +160,18 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		printTable(stdout, st)
 	case "reload":
 		fmt.Fprintln(stdout, "reloaded")
+	case "restart":
+		// As pm2 does after restart and scale, the table, so the new workers are seen.
+		fmt.Fprintln(stdout, "restarted")
+		return printStatus(ctx, c, *socket, stdout)
 	case "scale":
-		// As `pm2 scale` does, the table after scaling, so the new workers are seen.
 		fmt.Fprintln(stdout, "scaled")
 		return printStatus(ctx, c, *socket, stdout)
 	case "stop":
+		if resp.StatusCode == http.StatusOK { // one app, stopped by now
+			fmt.Fprintln(stdout, "stopped")
+			return printStatus(ctx, c, *socket, stdout)
+		}
 		fmt.Fprintln(stdout, "stopping")
 	}
 	return nil
@@ -168,11 +199,32 @@ func controlClient(socket string) *http.Client {
 	}}
 }
 
-// printTable prints the status as `pm2 ls` does.
+// printTable prints the status as `pm2 ls` does: with several apps (or a named one), a
+// line per app and an app column.
 func printTable(w io.Writer, st statusReply) {
-	fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
+	named := len(st.Apps) > 1 || (len(st.Apps) == 1 && st.Apps[0].Name != "")
+	if !named {
+		fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
+	}
+	for _, a := range st.Apps {
+		if !named {
+			break
+		}
+		switch {
+		case a.Status != "running":
+			fmt.Fprintf(w, "app %s (%s): %s\n", a.Name, a.Mode, a.Status)
+		case a.Mode == cluster.ExecFork:
+			fmt.Fprintf(w, "app %s (fork): %d processes\n", a.Name, a.Workers)
+		default:
+			fmt.Fprintf(w, "app %s (cluster): serving %s, steering: %s\n", a.Name, a.Addr, a.Steering)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites")
+	head := "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites"
+	if named {
+		head = "app\t" + head
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range st.Workers {
 		pid := "-"
 		if r.PID != 0 {
@@ -190,20 +242,27 @@ func printTable(w io.Writer, st statusReply) {
 		if !r.NoCounters {
 			reqs, rps, conns = fmt.Sprint(r.Requests), fmt.Sprintf("%.1f", r.RPS), fmt.Sprint(r.Connections)
 		}
+		if named {
+			fmt.Fprintf(tw, "%s\t", r.App)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, pid, r.Status,
 			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), reqs, rps, conns, health, writes)
 	}
 	tw.Flush()
 	// Why a worker is unhealthy, and what it says of itself, do not fit a column.
 	for _, r := range st.Workers {
+		who := fmt.Sprintf("worker %d", r.ID)
+		if named {
+			who = fmt.Sprintf("%s worker %d", r.App, r.ID)
+		}
 		if r.Health == cluster.HealthUnhealthy {
-			fmt.Fprintf(w, "worker %d unhealthy: %s\n", r.ID, r.HealthError)
+			fmt.Fprintf(w, "%s unhealthy: %s\n", who, r.HealthError)
 		}
 		if r.NotServing != "" {
-			fmt.Fprintf(w, "worker %d not serving: %s\n", r.ID, r.NotServing)
+			fmt.Fprintf(w, "%s not serving: %s\n", who, r.NotServing)
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "worker %d says: %s\n", r.ID, r.Note)
+			fmt.Fprintf(w, "%s says: %s\n", who, r.Note)
 		}
 	}
 }

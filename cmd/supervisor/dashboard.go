@@ -23,7 +23,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -48,18 +47,16 @@ const (
 )
 
 // startDashboard serves the dashboard on addr until the returned stop is called, reading
-// the cluster through sup and, when ceilingDir is not "", a ceiling sweep's progress and
+// the clusters through fl and, when ceilingDir is not "", a ceiling sweep's progress and
 // plots from that directory. Its figures are monit's: the same sampler (monitor) reads
 // the supervisor's status and the host.
-func startDashboard(ctx context.Context, addr, ceilingDir string, sup *cluster.Supervisor, log *zap.Logger) (stop func(), err error) {
+func startDashboard(ctx context.Context, addr, ceilingDir string, fl *fleet, log *zap.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	m := &monitor{
-		status: func(context.Context) (statusReply, error) {
-			return statusReply{Addr: sup.Addr(), Steering: sup.Steering(), Workers: sup.Status()}, nil
-		},
+		status:   func(context.Context) (statusReply, error) { return fl.status("") },
 		readHost: func() (procstat.Host, error) { return procstat.ReadHost("") },
 		now:      time.Now,
 		interval: time.Second,
@@ -158,6 +155,7 @@ type dashFrame struct {
 }
 
 type dashWorker struct {
+	App         string  `json:"app,omitempty"` // its app's name, when the configuration names apps
 	ID          int     `json:"id"`
 	PID         int     `json:"pid"`
 	Status      string  `json:"status"`
@@ -190,7 +188,7 @@ func (d *dashboard) frame(ctx context.Context) dashFrame {
 	now := d.now()
 	f := dashFrame{T: now.UnixMilli(), Addr: st.Addr, Steering: st.Steering, Err: st.Err, Workers: []dashWorker{}}
 	for _, w := range st.Workers {
-		f.Workers = append(f.Workers, dashWorker{ID: w.ID, PID: w.PID, Status: w.Status, RPS: round1(w.RPS),
+		f.Workers = append(f.Workers, dashWorker{App: w.App, ID: w.ID, PID: w.PID, Status: w.Status, RPS: round1(w.RPS),
 			CPUPercent: round1(w.CPUPercent), RSSBytes: w.RSSBytes, Connections: w.Connections, Health: w.Health,
 			HealthError: w.HealthError, Restarts: w.Restarts, UptimeS: w.UptimeS, NoCounters: w.NoCounters})
 	}

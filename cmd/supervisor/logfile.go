@@ -122,33 +122,48 @@ func (l *logFile) Close() error {
 	return l.f.Close()
 }
 
-// workerLogs are the per-slot files of -log-dir, DIR/worker-SLOT.log, opened on a slot's
-// first worker start and kept across its restarts, so one file tells a slot's story.
+// workerLogs are the per-slot files of -log-dir, DIR/worker-SLOT.log (DIR/APP-SLOT.log
+// when the configuration has several apps), opened on a slot's first worker start and
+// kept across its restarts, so one file tells a slot's story.
 type workerLogs struct {
 	dir   string
 	rot   rotation
 	log   *zap.Logger
 	mu    sync.Mutex
-	files map[int]*logFile
+	files map[string]*logFile // by file name
 }
 
-// For returns slot's file, opening it on first use. A file that cannot be opened is
-// reported once and the slot's lines go only to the merged log.
-func (w *workerLogs) For(slot int) io.Writer {
+// For returns slot's file, DIR/worker-SLOT.log, opening it on first use.
+func (w *workerLogs) For(slot int) io.Writer { return w.file("worker", slot) }
+
+// ForApp is For for one of several apps: its slots' files are DIR/APP-SLOT.log, as PM2
+// names its per-instance files.
+func (w *workerLogs) ForApp(app string) func(slot int) io.Writer {
+	return func(slot int) io.Writer { return w.file(app, slot) }
+}
+
+// file returns DIR/PREFIX-SLOT.log, opening it on first use. A file that cannot be opened
+// is reported once and the slot's lines go only to the merged log.
+func (w *workerLogs) file(prefix string, slot int) io.Writer {
+	name := prefix + "-" + strconv.Itoa(slot) + ".log"
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if f, ok := w.files[slot]; ok {
+	if w.files == nil {
+		w.files = make(map[string]*logFile)
+	}
+	if f, ok := w.files[name]; ok {
+		if f == nil {
+			return io.Discard
+		}
 		return f
 	}
-	f, err := openLogFile(filepath.Join(w.dir, "worker-"+strconv.Itoa(slot)+".log"), w.rot)
+	f, err := openLogFile(filepath.Join(w.dir, name), w.rot)
 	if err != nil {
-		w.log.Error("open worker log", zap.Int("slot", slot), zap.Error(err))
+		w.log.Error("open worker log", zap.String("file", name), zap.Error(err))
+		w.files[name] = nil
 		return io.Discard
 	}
-	if w.files == nil {
-		w.files = make(map[int]*logFile)
-	}
-	w.files[slot] = f
+	w.files[name] = f
 	return f
 }
 
@@ -156,9 +171,12 @@ func (w *workerLogs) For(slot int) io.Writer {
 func (w *workerLogs) Reopen() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for slot, f := range w.files {
+	for name, f := range w.files {
+		if f == nil {
+			continue
+		}
 		if err := f.Reopen(); err != nil {
-			w.log.Error("reopen worker log", zap.Int("slot", slot), zap.Error(err))
+			w.log.Error("reopen worker log", zap.String("file", name), zap.Error(err))
 		}
 	}
 	w.log.Info("USR1: worker log files reopened", zap.String("dir", w.dir), zap.Int("files", len(w.files)))
@@ -169,6 +187,8 @@ func (w *workerLogs) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range w.files {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 }

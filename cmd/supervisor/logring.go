@@ -11,7 +11,8 @@ import (
 
 // logRing keeps the supervisor's last log lines (its own and its workers', encoded as they
 // were written) for `supervisor logs`, which therefore works whatever the log goes to:
-// stderr, -log-file, -log-dir. Each line remembers its slot (-1: the supervisor's own).
+// stderr, -log-file, -log-dir. Each line remembers its app and slot (-1: the supervisor's
+// own, or the app's).
 type logRing struct {
 	mu    sync.Mutex
 	lines []ringLine // a circle of cap lines
@@ -23,19 +24,31 @@ type logRing struct {
 }
 
 type ringLine struct {
+	app  string
 	slot int
 	seq  uint64
 	text []byte
+}
+
+// lineFilter selects lines: of one app ("" every app), of one slot (-2 every slot and the
+// supervisor's own lines).
+type lineFilter struct {
+	app  string
+	slot int
+}
+
+func (f lineFilter) match(l ringLine) bool {
+	return (f.app == "" || l.app == f.app) && (f.slot == -2 || l.slot == f.slot)
 }
 
 func newLogRing(limit int) *logRing {
 	return &logRing{lines: make([]ringLine, limit), limit: limit, wake: make(chan struct{})}
 }
 
-func (r *logRing) add(slot int, text []byte) {
+func (r *logRing) add(app string, slot int, text []byte) {
 	r.mu.Lock()
 	r.seq++
-	r.lines[r.next] = ringLine{slot: slot, seq: r.seq, text: bytes.Clone(text)}
+	r.lines[r.next] = ringLine{app: app, slot: slot, seq: r.seq, text: bytes.Clone(text)}
 	r.next = (r.next + 1) % r.limit
 	r.full = r.full || r.next == 0
 	close(r.wake)
@@ -43,10 +56,9 @@ func (r *logRing) add(slot int, text []byte) {
 	r.mu.Unlock()
 }
 
-// since returns the lines after seq (all kept ones for 0) of slot (-2: every slot and the
-// supervisor), the last n of them at most (n <= 0: all), and the newest seq and a channel
-// closed at the next add.
-func (r *logRing) since(seq uint64, slot, n int) ([]ringLine, uint64, <-chan struct{}) {
+// since returns the lines after seq (all kept ones for 0) that sel selects, the last n of
+// them at most (n <= 0: all), and the newest seq and a channel closed at the next add.
+func (r *logRing) since(seq uint64, sel lineFilter, n int) ([]ringLine, uint64, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []ringLine
@@ -57,7 +69,7 @@ func (r *logRing) since(seq uint64, slot, n int) ([]ringLine, uint64, <-chan str
 	}
 	for i := range count {
 		l := r.lines[(start+i)%r.limit]
-		if l.seq > seq && (slot == -2 || l.slot == slot) {
+		if l.seq > seq && sel.match(l) {
 			out = append(out, l)
 		}
 	}
@@ -67,9 +79,9 @@ func (r *logRing) since(seq uint64, slot, n int) ([]ringLine, uint64, <-chan str
 	return out, r.seq, r.wake
 }
 
-// follow writes the last n lines of slot to w, then every new one until ctx ends.
-func (r *logRing) follow(ctx context.Context, w io.Writer, flush func(), slot, n int, keep bool) {
-	lines, seq, wake := r.since(0, slot, n)
+// follow writes the last n lines sel selects to w, then every new one until ctx ends.
+func (r *logRing) follow(ctx context.Context, w io.Writer, flush func(), sel lineFilter, n int, keep bool) {
+	lines, seq, wake := r.since(0, sel, n)
 	for {
 		for _, l := range lines {
 			w.Write(l.text)
@@ -83,16 +95,17 @@ func (r *logRing) follow(ctx context.Context, w io.Writer, flush func(), slot, n
 			return
 		case <-wake:
 		}
-		lines, seq, wake = r.since(seq, slot, 0)
+		lines, seq, wake = r.since(seq, sel, 0)
 	}
 }
 
-// ringCore is a zapcore.Core that encodes entries into a logRing, with the slot taken from
-// a "slot" field.
+// ringCore is a zapcore.Core that encodes entries into a logRing, with the app and slot
+// taken from the "app" and "slot" fields.
 type ringCore struct {
 	zapcore.LevelEnabler
 	enc  zapcore.Encoder
 	ring *logRing
+	app  string
 	slot int
 }
 
@@ -101,7 +114,7 @@ func newRingCore(enc zapcore.Encoder, level zapcore.LevelEnabler, ring *logRing)
 }
 
 func (c *ringCore) With(fields []zapcore.Field) zapcore.Core {
-	clone := &ringCore{LevelEnabler: c.LevelEnabler, enc: c.enc.Clone(), ring: c.ring, slot: slotOf(fields, c.slot)}
+	clone := &ringCore{LevelEnabler: c.LevelEnabler, enc: c.enc.Clone(), ring: c.ring, app: appOf(fields, c.app), slot: slotOf(fields, c.slot)}
 	for _, f := range fields {
 		f.AddTo(clone.enc)
 	}
@@ -120,7 +133,7 @@ func (c *ringCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if err != nil {
 		return err
 	}
-	c.ring.add(slotOf(fields, c.slot), buf.Bytes())
+	c.ring.add(appOf(fields, c.app), slotOf(fields, c.slot), buf.Bytes())
 	buf.Free()
 	return nil
 }
@@ -132,6 +145,16 @@ func slotOf(fields []zapcore.Field, def int) int {
 	for _, f := range fields {
 		if f.Key == "slot" && f.Type == zapcore.Int64Type {
 			return int(f.Integer)
+		}
+	}
+	return def
+}
+
+// appOf finds a string "app" field, else keeps def.
+func appOf(fields []zapcore.Field, def string) string {
+	for _, f := range fields {
+		if f.Key == "app" && f.Type == zapcore.StringType {
+			return f.String
 		}
 	}
 	return def

@@ -61,8 +61,8 @@ func TestLogsCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"logs", "-socket", c.socket, "x"}, `"x" is not a slot number`},
-		{[]string{"logs", "-socket", c.socket, "1", "2"}, "want at most one SLOT"},
+		{[]string{"logs", "-socket", c.socket, "x"}, `app "x": no such app: this supervisor runs one app without a name`},
+		{[]string{"logs", "-socket", c.socket, "1", "2"}, "want [APP] [SLOT]"},
 		{[]string{"logs", "-socket", c.socket, "-n", "-3"}, "want a count >= 0"},
 	} {
 		if err := run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -4,14 +4,19 @@
 //
 // Usage:
 //
-//	supervisor run [-config FILE [-env NAME]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-- COMMAND [ARGS...]]
-//	supervisor status [-json] [-socket PATH]
-//	supervisor reload [-socket PATH]
-//	supervisor scale N|+N|-N [-socket PATH]
-//	supervisor stop [-socket PATH]
-//	supervisor logs [-f] [-n|--lines 15] [-socket PATH] [SLOT]
+//	supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-- COMMAND [ARGS...]]
+//	supervisor status [APP] [-json] [-socket PATH]
+//	supervisor reload [APP] [-socket PATH]
+//	supervisor restart [APP] [-socket PATH]
+//	supervisor scale [APP] N|+N|-N [-socket PATH]
+//	supervisor stop [APP] [-socket PATH]
+//	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
 //	supervisor monit [-interval 1s] [-once] [-socket PATH]
 //	supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
+//
+// An ecosystem file's apps each run as a cluster of their own (PM2's exec_mode fork ones as
+// plain processes without a socket), and the other commands take an app's name, as pm2's
+// do: without one they act on every app (scale needs one when there are several).
 //
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
@@ -44,15 +49,17 @@ func main() {
 }
 
 const usage = `usage:
-  supervisor run [-config FILE [-env NAME]] [-instances max|-1|N] [-listen HOST:PORT]
-                 [-steering auto|hash|round-robin] [-socket PATH] [-log-file PATH]
-                 [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
-                 (FILE: our YAML, or a PM2 ecosystem file in JSON or YAML)
-  supervisor status [-json] [-socket PATH]
-  supervisor reload [-socket PATH]
-  supervisor scale N|+N|-N [-socket PATH]
-  supervisor stop [-socket PATH]
-  supervisor logs [-f] [-n|--lines 15] [-socket PATH] [SLOT]
+  supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N]
+                 [-listen HOST:PORT] [-steering auto|hash|round-robin] [-socket PATH]
+                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+                 (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
+                 every app of it a cluster of its own)
+  supervisor status [APP] [-json] [-socket PATH]
+  supervisor reload [APP] [-socket PATH]     (rolling, no request lost; fork apps restart)
+  supervisor restart [APP] [-socket PATH]    (stop then start each worker, as pm2 restart)
+  supervisor scale [APP] N|+N|-N [-socket PATH]
+  supervisor stop [APP] [-socket PATH]       (one app: the others serve on)
+  supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
   supervisor monit [-interval 1s] [-once] [-socket PATH]
   supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
                  (prints a systemd unit for this configuration, as pm2 startup)`
@@ -74,7 +81,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	switch args[0] {
 	case "run":
 		return runCluster(ctx, args[1:], getenv, stderr)
-	case "status", "reload", "scale", "stop", "logs":
+	case "status", "reload", "restart", "scale", "stop", "logs":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "monit":
 		return runMonit(ctx, args[1:], getenv, stdout, stderr)

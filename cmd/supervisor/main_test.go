@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +36,13 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "worker":
 		fakeWorker()
+		os.Exit(0)
+	case "background": // a fork-mode program: no socket, stops on SIGTERM
+		fmt.Println("background up, pid", os.Getpid())
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		<-sig
+		fmt.Println("background stopping")
 		os.Exit(0)
 	case "supervisor": // the supervisor as a process of its own, for kill -9 (TestMain is its main)
 		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -332,8 +341,14 @@ func TestClientArgumentErrors(t *testing.T) {
 		{"scale 0 before the flags", []string{"scale", "0", "-socket", sock}, `scale: "0" is not N (1 to 1024), +N or -N`},
 		{"scale 0 after the flags", []string{"scale", "-socket", sock, "0"}, `scale: "0" is not N (1 to 1024), +N or -N`},
 		{"scale word", []string{"scale", "lots", "-socket", sock}, `scale: "lots" is not N`},
-		{"scale nothing", []string{"scale", "-socket", sock}, "scale: want one argument N, +N or -N"},
+		{"scale nothing", []string{"scale", "-socket", sock}, "scale: want [APP] N, +N or -N"},
 		{"scale -1 before the flags", []string{"scale", "-1", "-socket", sock}, "is `supervisor run` running?"},
+		{"scale an app by -1", []string{"scale", "api", "-1", "-socket", sock}, "is `supervisor run` running?"},
+		{"scale an app without a count", []string{"scale", "api", "-socket", sock}, `scale: "api" is not N`},
+		{"scale three arguments", []string{"scale", "api", "+1", "x", "-socket", sock}, "scale: want [APP] N, +N or -N"},
+		{"status of a number", []string{"status", "7", "-socket", sock}, `status: "7": want an app's name`},
+		{"restart two apps", []string{"restart", "a", "b", "-socket", sock}, `restart: unexpected argument "b": want at most one APP`},
+		{"logs slot before app", []string{"logs", "0", "api", "-socket", sock}, `logs: unexpected argument "api": want [APP] [SLOT]`},
 		{"socket path too long", []string{"status", "-socket", long}, "a unix socket path holds at most 107"},
 		{"run with a socket path too long", []string{"run", "-socket", long}, "a unix socket path holds at most 107"},
 		{"dashboard-ceiling without -dashboard", []string{"run", "-socket", sock, "-dashboard-ceiling", "data/ceiling"}, "needs -dashboard HOST:PORT"},

@@ -16,7 +16,7 @@ import (
 // Prometheus's conventions (unit suffixes, _total for counters); docs/supervisor.md maps
 // PM2 exporters' names (pm2_up, pm2_cpu, pm2_memory, pm2_restarts) onto them.
 type metrics struct {
-	sup *cluster.Supervisor
+	fl  *fleet
 	log *zap.Logger
 
 	up, restarts, cpu, rss, requests, conns, healthy, owner *prometheus.Desc
@@ -24,12 +24,14 @@ type metrics struct {
 	hostCPU, netRx, netTx                                   *prometheus.Desc
 }
 
-func newMetrics(sup *cluster.Supervisor, log *zap.Logger) *metrics {
-	w := []string{"slot"}
+// Every series of a worker or a cluster carries its app's name in "app" ("" for a
+// configuration without names, which Prometheus reads as no label).
+func newMetrics(fl *fleet, log *zap.Logger) *metrics {
+	w := []string{"app", "slot"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("onehost_"+name, help, labels, nil)
 	}
-	return &metrics{sup: sup, log: log,
+	return &metrics{fl: fl, log: log,
 		up:             d("worker_up", "1 when the slot's worker is online, 0 otherwise (pm2_up).", w...),
 		restarts:       d("worker_restarts_total", "Restarts of the slot's worker: crashes, reloads, memory restarts (pm2_restarts).", w...),
 		cpu:            d("worker_cpu_seconds_total", "User and system CPU time of the slot's current worker process (pm2_cpu is a percentage: rate() of this).", w...),
@@ -38,10 +40,10 @@ func newMetrics(sup *cluster.Supervisor, log *zap.Logger) *metrics {
 		conns:          d("worker_open_connections", "Connections the slot's worker holds open, as it reports them.", w...),
 		healthy:        d("worker_healthy", "1 when the worker reports its dependencies healthy, 0 unhealthy; absent when it reports nothing.", w...),
 		owner:          d("worker_write_owner", "1 for the worker that commits every worker's writes, 0 for the others; absent when it reports no role.", w...),
-		reloads:        d("reloads_total", "Rolling reloads begun."),
-		reloadsAborted: d("reloads_aborted_total", "Rolling reloads aborted (the previous workers kept serving)."),
-		scales:         d("scale_events_total", "Scale operations."),
-		steering:       d("steering_info", "How new connections reach the workers: bpf-rr or hash.", "steering"),
+		reloads:        d("reloads_total", "Rolling reloads begun.", "app"),
+		reloadsAborted: d("reloads_aborted_total", "Rolling reloads aborted (the previous workers kept serving).", "app"),
+		scales:         d("scale_events_total", "Scale operations.", "app"),
+		steering:       d("steering_info", "How new connections reach the workers: bpf-rr or hash (cluster-mode apps).", "app", "steering"),
 		hostCPU:        d("host_cpu_seconds_total", "The host's CPU time by CPU and mode, from /proc/stat.", "cpu", "mode"),
 		netRx:          d("host_network_receive_bytes_total", "Bytes received through every network interface, loopback included."),
 		netTx:          d("host_network_transmit_bytes_total", "Bytes transmitted through every network interface, loopback included."),
@@ -59,32 +61,40 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	for _, w := range m.sup.Status() {
-		slot := strconv.Itoa(w.ID)
-		up := 0.0
-		if w.Status == cluster.StateOnline {
-			up = 1
+	for _, a := range m.fl.apps {
+		sup := a.current()
+		if sup == nil { // stopped: no series, as for a worker that is gone
+			continue
 		}
-		ch <- prometheus.MustNewConstMetric(m.up, gauge, up, slot)
-		ch <- prometheus.MustNewConstMetric(m.restarts, counter, float64(w.Restarts), slot)
-		ch <- prometheus.MustNewConstMetric(m.cpu, counter, w.CPUSeconds, slot)
-		ch <- prometheus.MustNewConstMetric(m.rss, gauge, float64(w.RSSBytes), slot)
-		if !w.NoCounters { // a program without our ipc: no series rather than a false 0
-			ch <- prometheus.MustNewConstMetric(m.requests, counter, float64(w.Requests), slot)
-			ch <- prometheus.MustNewConstMetric(m.conns, gauge, float64(w.Connections), slot)
+		for _, w := range sup.Status() {
+			slot := strconv.Itoa(w.ID)
+			up := 0.0
+			if w.Status == cluster.StateOnline {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.up, gauge, up, a.name, slot)
+			ch <- prometheus.MustNewConstMetric(m.restarts, counter, float64(w.Restarts), a.name, slot)
+			ch <- prometheus.MustNewConstMetric(m.cpu, counter, w.CPUSeconds, a.name, slot)
+			ch <- prometheus.MustNewConstMetric(m.rss, gauge, float64(w.RSSBytes), a.name, slot)
+			if !w.NoCounters { // a program without our ipc: no series rather than a false 0
+				ch <- prometheus.MustNewConstMetric(m.requests, counter, float64(w.Requests), a.name, slot)
+				ch <- prometheus.MustNewConstMetric(m.conns, gauge, float64(w.Connections), a.name, slot)
+			}
+			if w.Health != "" {
+				ch <- prometheus.MustNewConstMetric(m.healthy, gauge, b2f(w.Health == cluster.HealthOK), a.name, slot)
+			}
+			if w.Writes != "" {
+				ch <- prometheus.MustNewConstMetric(m.owner, gauge, b2f(w.Writes == "owner"), a.name, slot)
+			}
 		}
-		if w.Health != "" {
-			ch <- prometheus.MustNewConstMetric(m.healthy, gauge, b2f(w.Health == cluster.HealthOK), slot)
-		}
-		if w.Writes != "" {
-			ch <- prometheus.MustNewConstMetric(m.owner, gauge, b2f(w.Writes == "owner"), slot)
+		c := sup.Counters()
+		ch <- prometheus.MustNewConstMetric(m.reloads, counter, float64(c.Reloads), a.name)
+		ch <- prometheus.MustNewConstMetric(m.reloadsAborted, counter, float64(c.ReloadsAborted), a.name)
+		ch <- prometheus.MustNewConstMetric(m.scales, counter, float64(c.Scales), a.name)
+		if !a.cfg.Fork() {
+			ch <- prometheus.MustNewConstMetric(m.steering, gauge, 1, a.name, sup.Steering())
 		}
 	}
-	c := m.sup.Counters()
-	ch <- prometheus.MustNewConstMetric(m.reloads, counter, float64(c.Reloads))
-	ch <- prometheus.MustNewConstMetric(m.reloadsAborted, counter, float64(c.ReloadsAborted))
-	ch <- prometheus.MustNewConstMetric(m.scales, counter, float64(c.Scales))
-	ch <- prometheus.MustNewConstMetric(m.steering, gauge, 1, m.sup.Steering())
 	h, err := procstat.ReadHost("")
 	if err != nil {
 		m.log.Warn("metrics: host counters", zap.Error(err))
@@ -110,9 +120,9 @@ func b2f(b bool) float64 {
 
 // metricsRegistry is the supervisor's own registry: the cluster's metrics and the
 // supervisor process's (Go runtime, process CPU and memory).
-func metricsRegistry(sup *cluster.Supervisor, log *zap.Logger) *prometheus.Registry {
+func metricsRegistry(fl *fleet, log *zap.Logger) *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	r.MustRegister(newMetrics(sup, log), collectors.NewGoCollector(),
+	r.MustRegister(newMetrics(fl, log), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }

@@ -131,7 +131,8 @@ func TestMetricsLint(t *testing.T) {
 	if err := sup.WaitOnline(ctx); err != nil {
 		t.Fatal(err)
 	}
-	problems, err := testutil.CollectAndLint(newMetrics(sup, zap.NewNop()))
+	fl := &fleet{apps: []*app{{name: "api", sup: sup}}}
+	problems, err := testutil.CollectAndLint(newMetrics(fl, zap.NewNop()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ type monitor struct {
 	now      func() time.Time
 	interval time.Duration
 
-	history  map[int][]float64 // slot → req/s, oldest first
+	history  map[string][]float64 // rowKey → req/s, oldest first
 	prevHost procstat.Host
 	prevAt   time.Time // zero: no previous host reading
 	lastRows []cluster.WorkerStatus
@@ -296,7 +296,7 @@ func (m *monitor) sample(ctx context.Context) monitState {
 	}
 	st.Addr, st.Steering = reply.Addr, reply.Steering
 	for _, w := range reply.Workers {
-		st.Workers = append(st.Workers, monitRow{WorkerStatus: w, History: m.history[w.ID]})
+		st.Workers = append(st.Workers, monitRow{WorkerStatus: w, History: m.history[rowKey(w)]})
 	}
 	now := m.now()
 	if h, err := m.readHost(); err == nil {
@@ -313,22 +313,32 @@ func (m *monitor) sample(ctx context.Context) monitState {
 // scale down), so that a later slot of the same number starts afresh.
 func (m *monitor) record(rows []cluster.WorkerStatus) {
 	if m.history == nil {
-		m.history = map[int][]float64{}
+		m.history = map[string][]float64{}
 	}
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, w := range rows {
-		seen[w.ID] = true
-		h := append(m.history[w.ID], w.RPS)
+		k := rowKey(w)
+		seen[k] = true
+		h := append(m.history[k], w.RPS)
 		if len(h) > historyLen {
 			h = append(h[:0], h[len(h)-historyLen:]...)
 		}
-		m.history[w.ID] = h
+		m.history[k] = h
 	}
 	for id := range m.history {
 		if !seen[id] {
 			delete(m.history, id)
 		}
 	}
+}
+
+// rowKey names a worker's row: its slot, after its app's name when it has one (api/0), as
+// slots of several apps share numbers.
+func rowKey(w cluster.WorkerStatus) string {
+	if w.App == "" {
+		return strconv.Itoa(w.ID)
+	}
+	return w.App + "/" + strconv.Itoa(w.ID)
 }
 
 // rates is the host between readings a and b, dt apart. A CPU in b but not in a (brought
@@ -407,7 +417,7 @@ func workerTable(rows []monitRow, width int, interval time.Duration) []string {
 	}
 	cells := [][]string{{"id", "status", "req/s", "cpu", "mem", "conns", "health", "pid", "uptime", "↺"}}
 	for _, r := range rows {
-		c := []string{strconv.Itoa(r.ID), r.Status, rate(r.RPS), "-", "-", "-", "-", "-", "-", strconv.Itoa(r.Restarts)}
+		c := []string{rowKey(r.WorkerStatus), r.Status, rate(r.RPS), "-", "-", "-", "-", "-", "-", strconv.Itoa(r.Restarts)}
 		if r.NoCounters { // a program without our ipc reports none: unknown, not 0
 			c[2] = "-"
 		}
@@ -438,7 +448,7 @@ func workerTable(rows []monitRow, width int, interval time.Duration) []string {
 	}
 	for _, r := range rows {
 		if r.Health == cluster.HealthUnhealthy && r.HealthError != "" {
-			lines = append(lines, fmt.Sprintf("worker %d unhealthy: %s", r.ID, r.HealthError))
+			lines = append(lines, fmt.Sprintf("worker %s unhealthy: %s", rowKey(r.WorkerStatus), r.HealthError))
 		}
 	}
 	return lines

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,11 +49,17 @@ func defaultSocket(getenv func(string) string) string {
 
 // statusReply is the body of GET /status and the output of `status -json`.
 type statusReply struct {
+	// Addr is the address served: the first cluster-mode app's when there are several
+	// (each app's own is in Apps).
 	Addr string `json:"addr"`
 	// Steering is how new connections reach the workers: "bpf-rr" (round robin over the
-	// online workers) or "hash" (the kernel's).
-	Steering string                 `json:"steering"`
-	Workers  []cluster.WorkerStatus `json:"workers"`
+	// online workers) or "hash" (the kernel's); the first cluster-mode app's.
+	Steering string `json:"steering"`
+	// Workers are every app's workers, each with its app's name (WorkerStatus.App).
+	Workers []cluster.WorkerStatus `json:"workers"`
+	// Apps are the configuration's apps in order, running or stopped, as `pm2 ls` lists
+	// them.
+	Apps []appStatus `json:"apps,omitempty"`
 }
 
 type errorReply struct {
@@ -63,6 +71,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists), or a PM2 ecosystem file (JSON or YAML with apps: [...])")
 	envName := fs.String("env", "", "with an ecosystem file: merge the app's env_NAME over its env (pm2 start --env NAME)")
+	only := fs.String("only", "", "with an ecosystem file: run only the app of this name (pm2 start --only NAME)")
 	instances := fs.String("instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	listen := fs.String("listen", "", "HOST:PORT to serve; overrides the config")
 	steer := fs.String("steering", "", "auto, hash or round-robin: which worker gets each new connection; overrides the config")
@@ -82,61 +91,93 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if *dashboardCeiling != "" && *dashboardAddr == "" {
 		return fmt.Errorf("dashboard-ceiling: %q needs -dashboard HOST:PORT to show it on (say -dashboard 127.0.0.1:8090)", *dashboardCeiling)
 	}
-	var cfg cluster.Config
 	path := *configPath
 	if path == "" {
 		if _, err := os.Stat(defaultConfig); err == nil {
 			path = defaultConfig
 		}
 	}
-	var eco cluster.Ecosystem
+	var specs []cluster.App // what to run: one unnamed app, or an ecosystem file's apps
+	isEco := path != "" && cluster.IsEcosystem(path)
 	switch {
-	case path != "" && cluster.IsEcosystem(path):
-		c, e, err := cluster.LoadEcosystem(path, *envName)
+	case isEco:
+		apps, err := cluster.LoadEcosystem(path, *envName)
 		if err != nil {
 			return err
 		}
-		cfg, eco = c, e
-		if *logPath == "" {
-			*logPath = e.LogFile
-		}
+		specs = apps
 	case *envName != "":
 		return fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", *envName, path)
+	case *only != "":
+		return fmt.Errorf("only: %q applies to a PM2 ecosystem file, and -config %q is not one", *only, path)
 	case path != "":
 		c, err := cluster.LoadConfig(path)
 		if err != nil {
 			return err
 		}
-		cfg = c
+		specs = []cluster.App{{Config: c}}
+	default:
+		specs = []cluster.App{{}}
 	}
-	if *instances != "" {
-		n, err := cluster.ParseInstances(*instances)
-		if err != nil {
-			return err
+	if *only != "" {
+		i := slices.IndexFunc(specs, func(a cluster.App) bool { return a.Name == *only })
+		if i < 0 {
+			var names []string
+			for _, a := range specs {
+				names = append(names, a.Name)
+			}
+			return fmt.Errorf("only: %q: %s has no app of that name (its apps: %s)", *only, path, strings.Join(names, ", "))
 		}
-		cfg.Instances = n
+		specs = specs[i : i+1]
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if *steer != "" {
-		cfg.Steering = *steer
-	}
-	if fs.NArg() > 0 {
-		cfg.Command = fs.Args()
+	// The command line's settings are one cluster's: with several apps they would apply
+	// to all, which is never what a file of different apps means.
+	overrides := map[string]bool{"instances": *instances != "", "listen": *listen != "", "steering": *steer != "", "-- COMMAND": fs.NArg() > 0}
+	for _, name := range []string{"instances", "listen", "steering", "-- COMMAND"} {
+		if overrides[name] && len(specs) > 1 {
+			return fmt.Errorf("%s: applies to one app, and %s has %d: set it in the file, or pick one app with -only NAME", name, path, len(specs))
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this program: %w", err)
 	}
 	ours := filepath.Join(filepath.Dir(exe), "worker")
-	if len(cfg.Command) == 0 {
-		cfg.Command = []string{ours}
+	for i := range specs {
+		cfg := &specs[i].Config
+		if *instances != "" {
+			n, err := cluster.ParseInstances(*instances)
+			if err != nil {
+				return err
+			}
+			cfg.Instances = n
+		}
+		if *listen != "" {
+			cfg.Listen = *listen
+		}
+		if *steer != "" {
+			cfg.Steering = *steer
+		}
+		if fs.NArg() > 0 {
+			cfg.Command = fs.Args()
+		}
+		if len(cfg.Command) == 0 {
+			cfg.Command = []string{ours}
+		}
+		if cfg.WaitReady == nil && cfg.Command[0] == ours {
+			// Our worker says ready once its database is open: online means serving.
+			ready := true
+			cfg.WaitReady = &ready
+		}
+		if err := cfg.Validate(); err != nil { // after the overrides: -listen on a fork app, say
+			if len(specs) > 1 || specs[i].Name != "" {
+				return fmt.Errorf("app %s: %w", specs[i].Name, err)
+			}
+			return err
+		}
 	}
-	if cfg.WaitReady == nil && cfg.Command[0] == ours {
-		// Our worker says ready once its database is open: online means serving.
-		ready := true
-		cfg.WaitReady = &ready
+	if len(specs) == 1 && *logPath == "" {
+		*logPath = specs[0].LogFile // the app's out_file: the whole log, as before
 	}
 
 	level, err := zap.ParseAtomicLevel(*logLevel)
@@ -185,8 +226,8 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	ring := newLogRing(2000)
 	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, level), newRingCore(newEnc(), level, ring)))
-	if eco.Name != "" {
-		log = log.With(zap.String("app", eco.Name))
+	if len(specs) == 1 && specs[0].Name != "" {
+		log = log.With(zap.String("app", specs[0].Name))
 	}
 	defer log.Sync()
 
@@ -241,11 +282,46 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		wl = &workerLogs{dir: *logDir, rot: rot, log: log}
 		defer wl.Close()
-		opts.WorkerLog = wl.For
 	}
-	sup, err := cluster.New(cfg, opts)
-	if err != nil {
-		return err
+	// One cluster per app, each with its own logger (its name on every line), per-worker
+	// files and, with several apps, its own out_file beside the merged log.
+	var appFiles []*logFile
+	defer func() {
+		for _, f := range appFiles {
+			f.Close()
+		}
+	}()
+	var notifyApp func(app string) func(string)
+	if opts.Notify != nil && len(specs) > 1 {
+		notifyApp = joinNotify(len(specs), opts.Notify)
+	}
+	fl := &fleet{}
+	for _, sp := range specs {
+		a := &app{name: sp.Name, cfg: sp.Config, opt: opts, log: log}
+		a.opt.Name = sp.Name
+		if len(specs) > 1 {
+			core := log.Core()
+			if sp.LogFile != "" {
+				f, err := openLogFile(sp.LogFile, rot)
+				if err != nil {
+					return fmt.Errorf("app %s: %w", sp.Name, err)
+				}
+				appFiles = append(appFiles, f)
+				core = zapcore.NewTee(core, zapcore.NewCore(newEnc(), f, level))
+			}
+			a.log = zap.New(core).With(zap.String("app", sp.Name))
+			if notifyApp != nil {
+				a.opt.Notify = notifyApp(sp.Name)
+			}
+		}
+		a.opt.Logger = a.log
+		if wl != nil {
+			a.opt.WorkerLog = wl.For
+			if len(specs) > 1 {
+				a.opt.WorkerLog = wl.ForApp(sp.Name)
+			}
+		}
+		fl.apps = append(fl.apps, a)
 	}
 	ctl, err := listenControl(*socket, log)
 	if err != nil {
@@ -255,14 +331,14 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := sup.Start(ctx); err != nil {
+	if err := fl.start(ctx); err != nil {
 		ctl.Close()
 		return err
 	}
 
 	stopReq := make(chan struct{}, 1)
-	reg := metricsRegistry(sup, log)
-	srv := &http.Server{Handler: controlHandler(sup, log, ring, reg, stopReq), ReadHeaderTimeout: 10 * time.Second}
+	reg := metricsRegistry(fl, log)
+	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ctl)
 	defer srv.Close()
 	log.Info("control socket", zap.String("path", *socket))
@@ -279,7 +355,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
 	}
 	if *dashboardAddr != "" {
-		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), sup, log)
+		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), fl, log)
 		if err != nil {
 			return err
 		}
@@ -296,12 +372,12 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	startStop := func(why string) {
 		if stopping {
 			log.Warn("second stop request: killing the workers now", zap.String("reason", why))
-			go sup.Kill()
+			go fl.kill()
 			return
 		}
 		stopping = true
 		log.Info("stopping gracefully", zap.String("reason", why))
-		go func() { stopped <- sup.Stop(context.Background()) }()
+		go func() { stopped <- fl.stop(context.Background()) }()
 	}
 	for {
 		select {
@@ -309,7 +385,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			switch s {
 			case syscall.SIGHUP:
 				go func() {
-					if err := sup.Reload(ctx); err != nil {
+					if err := fl.reload(ctx, ""); err != nil {
 						log.Error("reload on SIGHUP", zap.Error(err))
 					}
 				}()
@@ -318,14 +394,19 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 				if s == syscall.SIGTTOU {
 					d = -1
 				}
-				go func() {
-					if err := sup.Scale(ctx, d, true); err != nil {
+				go func() { // with several apps there is no one cluster to scale: fleet.scale says so
+					if err := fl.scale(ctx, "", d, true); err != nil {
 						log.Error("scale on signal", zap.String("signal", s.String()), zap.Error(err))
 					}
 				}()
 			case syscall.SIGUSR1:
-				if lf == nil && wl == nil {
+				if lf == nil && wl == nil && len(appFiles) == 0 {
 					log.Info("USR1: no log file to reopen (logs go to stderr)")
+				}
+				for _, f := range appFiles {
+					if err := f.Reopen(); err != nil {
+						log.Error("USR1: reopen an app's log file", zap.String("path", f.path), zap.Error(err))
+					}
 				}
 				if lf != nil {
 					if err := lf.Reopen(); err != nil {
@@ -411,73 +492,109 @@ func peerUID(c *net.UnixConn) (uint32, error) {
 	return cred.Uid, nil
 }
 
-// controlHandler serves GET /status, POST /reload, POST /scale?n=N|+N|-N and POST /stop.
-func controlHandler(sup *cluster.Supervisor, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}) http.Handler {
+// controlHandler serves GET /status, GET /logs, POST /reload, POST /restart, POST
+// /scale?n=N|+N|-N and POST /stop, each with ?app=NAME for one app (every app without).
+func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(v)
 	}
-	fail := func(w http.ResponseWriter, code int, err error) { reply(w, code, errorReply{err.Error()}) }
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		rows := sup.Status()
-		if rows == nil {
-			rows = []cluster.WorkerStatus{}
+	// The one place errors become statuses: a name the fleet lacks is 404, a stopped
+	// cluster 503, a bad argument 400 (ParseScale's, before this), the rest a conflict
+	// with what the cluster is doing (a reload aborted, a scale refused).
+	fail := func(w http.ResponseWriter, err error) {
+		code := http.StatusConflict
+		switch {
+		case errors.Is(err, errUnknownApp):
+			code = http.StatusNotFound
+		case errors.Is(err, cluster.ErrStopped):
+			code = http.StatusServiceUnavailable
 		}
-		reply(w, http.StatusOK, statusReply{Addr: sup.Addr(), Steering: sup.Steering(), Workers: rows})
+		reply(w, code, errorReply{err.Error()})
+	}
+	badRequest := func(w http.ResponseWriter, err error) { reply(w, http.StatusBadRequest, errorReply{err.Error()}) }
+	ok := func(w http.ResponseWriter) { reply(w, http.StatusOK, map[string]bool{"ok": true}) }
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := fl.status(r.URL.Query().Get("app"))
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, http.StatusOK, st)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// GET /logs?n=15&slot=S&follow=1: the last n lines (of slot S, or all), then, with
-	// follow, every new one as it is written, until the client goes.
+	// GET /logs?n=15&app=A&slot=S&follow=1: the last n lines (of app A's slot S, or all),
+	// then, with follow, every new one as it is written, until the client goes.
 	mux.HandleFunc("GET /logs", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		n, slot := 15, -2
+		sel := lineFilter{slot: -2}
+		n := 15
 		if v := q.Get("n"); v != "" {
 			var err error
 			if n, err = strconv.Atoi(v); err != nil || n < 0 {
-				fail(w, http.StatusBadRequest, fmt.Errorf("n: %q is not a count", v))
+				badRequest(w, fmt.Errorf("n: %q is not a count", v))
 				return
 			}
 		}
 		if v := q.Get("slot"); v != "" {
 			var err error
-			if slot, err = strconv.Atoi(v); err != nil || slot < 0 {
-				fail(w, http.StatusBadRequest, fmt.Errorf("slot: %q is not a slot number", v))
+			if sel.slot, err = strconv.Atoi(v); err != nil || sel.slot < 0 {
+				badRequest(w, fmt.Errorf("slot: %q is not a slot number", v))
 				return
 			}
+		}
+		if v := q.Get("app"); v != "" && v != "all" {
+			if _, err := fl.pick(v); err != nil {
+				fail(w, err)
+				return
+			}
+			sel.app = v
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		flush := func() {}
 		if f, ok := w.(http.Flusher); ok {
 			flush = f.Flush
 		}
-		ring.follow(r.Context(), w, flush, slot, n, q.Get("follow") == "1")
+		ring.follow(r.Context(), w, flush, sel, n, q.Get("follow") == "1")
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
-		if err := sup.Reload(r.Context()); err != nil {
-			fail(w, http.StatusConflict, err)
+		if err := fl.reload(r.Context(), r.URL.Query().Get("app")); err != nil {
+			fail(w, err)
 			return
 		}
-		reply(w, http.StatusOK, map[string]bool{"ok": true})
+		ok(w)
+	})
+	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
+		if err := fl.restart(r.Context(), r.URL.Query().Get("app")); err != nil {
+			fail(w, err)
+			return
+		}
+		ok(w)
 	})
 	mux.HandleFunc("POST /scale", func(w http.ResponseWriter, r *http.Request) {
 		n, rel, err := cluster.ParseScale(r.URL.Query().Get("n"))
 		if err != nil {
-			fail(w, http.StatusBadRequest, err)
+			badRequest(w, err)
 			return
 		}
-		if err := sup.Scale(r.Context(), n, rel); err != nil {
-			code := http.StatusConflict
-			if errors.Is(err, cluster.ErrStopped) {
-				code = http.StatusServiceUnavailable
-			}
-			fail(w, code, err)
+		if err := fl.scale(r.Context(), r.URL.Query().Get("app"), n, rel); err != nil {
+			fail(w, err)
 			return
 		}
-		reply(w, http.StatusOK, map[string]bool{"ok": true})
+		ok(w)
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
+		if name := r.URL.Query().Get("app"); name != "" && name != "all" {
+			// One app: stopped here, the others serve on (pm2 stop NAME).
+			if err := fl.stopApp(r.Context(), name); err != nil {
+				fail(w, err)
+				return
+			}
+			ok(w)
+			return
+		}
 		select {
 		case stop <- struct{}{}:
 		default:

@@ -20,9 +20,16 @@ import (
 // Config is the cluster's configuration. Field names follow PM2's ecosystem file, so a PM2
 // user recognises them; the zero value of every field means its default.
 type Config struct {
+	// ExecMode is PM2's exec_mode: ExecCluster (the default, "") runs every instance on
+	// the shared port's sockets; ExecFork runs each instance as a plain process with no
+	// socket of ours (a background job, or a program that binds a port of its own, as
+	// PM2's fork mode): no listen, no steering, and a reload is a restart (each process
+	// stopped before its successor starts, since two copies may not fit at once).
+	ExecMode string `yaml:"exec_mode"`
 	// Instances is the number of worker slots: InstancesMax (0, "max") for one per CPU the
 	// process may use (runtime.GOMAXPROCS(0), which follows the cgroup limit, unlike PM2's
-	// host CPU count), -1 for all but one, or N. Default max.
+	// host CPU count), -1 for all but one, or N. Default max; in fork mode 1 (PM2's
+	// default there: a background program is one process unless asked for more).
 	Instances Instances `yaml:"instances"`
 	// Listen is the HOST:PORT every slot's socket binds. Port 0 picks a free port once and
 	// all slots share it. Default 127.0.0.1:3000.
@@ -116,6 +123,15 @@ const (
 	MaxInstances = 1024
 )
 
+// Exec modes (Config.ExecMode), as PM2 spells them.
+const (
+	ExecCluster = "cluster"
+	ExecFork    = "fork"
+)
+
+// Fork reports whether c runs in fork mode (no socket of ours).
+func (c Config) Fork() bool { return c.ExecMode == ExecFork }
+
 // waitReady is WaitReady's value, false when unset.
 func (c Config) waitReady() bool { return c.WaitReady != nil && *c.WaitReady }
 
@@ -128,10 +144,16 @@ const (
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.ExecMode == "" {
+		c.ExecMode = ExecCluster
+	}
+	if c.Fork() && c.Instances == InstancesMax {
+		c.Instances = 1
+	}
 	if c.Steering == "" {
 		c.Steering = SteeringAuto
 	}
-	if c.Listen == "" {
+	if c.Listen == "" && !c.Fork() {
 		c.Listen = DefaultListen
 	}
 	if c.KillSignal == "" {
@@ -167,6 +189,22 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first field out of range, naming the field (as spelled in the
 // YAML file) and the allowed values.
 func (c Config) Validate() error {
+	switch c.ExecMode {
+	case "", ExecCluster:
+	case ExecFork:
+		// Fork mode holds no socket: settings that only a socket of ours gives meaning to
+		// are mistakes, not defaults to ignore.
+		switch {
+		case c.Listen != "":
+			return fmt.Errorf("listen: %q: exec_mode: fork gets no socket from the supervisor (the program binds its own port, if any): drop listen, or use exec_mode: cluster", c.Listen)
+		case c.SelfBind:
+			return errors.New("self_bind: exec_mode: fork binds nothing for the program already: drop self_bind")
+		case c.Steering != "" && c.Steering != SteeringAuto:
+			return fmt.Errorf("steering: %q: exec_mode: fork has no shared socket to steer: drop steering", c.Steering)
+		}
+	default:
+		return fmt.Errorf("exec_mode: %q: want cluster (default) or fork", c.ExecMode)
+	}
 	if c.Instances < -1 || c.Instances > MaxInstances {
 		return fmt.Errorf("instances: %d is out of range: want max, -1 or 1 to %d", int(c.Instances), MaxInstances)
 	}

@@ -65,6 +65,10 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		{"empty program", "command: [\"\"]", "command: the program name is empty"},
 		{"heartbeat below two polls", "stats_interval: 2s\nheartbeat_timeout: 3s", "heartbeat_timeout: 3s is out of range: want at least twice stats_interval (2s)"},
 		{"self_bind with port 0", "self_bind: true\nlisten: 127.0.0.1:0", "self_bind: needs a fixed port"},
+		{"exec_mode unknown", "exec_mode: threads", `exec_mode: "threads": want cluster (default) or fork`},
+		{"fork with listen", "exec_mode: fork\nlisten: 127.0.0.1:3000", `listen: "127.0.0.1:3000": exec_mode: fork gets no socket`},
+		{"fork with self_bind", "exec_mode: fork\nself_bind: true", "self_bind: exec_mode: fork binds nothing"},
+		{"fork with steering", "exec_mode: fork\nsteering: hash", `steering: "hash": exec_mode: fork has no shared socket`},
 		{"steering word", "steering: least-conn", "steering: \"least-conn\" is not a steering mode: want auto (default), hash or round-robin"},
 		{"round robin with self_bind", "steering: round-robin\nself_bind: true\nlisten: 127.0.0.1:3000", "steering: round-robin needs the supervisor's sockets"},
 	}

@@ -16,9 +16,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Ecosystem is what a PM2 ecosystem file says beyond Config.
-type Ecosystem struct {
-	Name    string // the app's name
+// App is one app of a PM2 ecosystem file: its name, its cluster's Config, and what the
+// file says beyond Config.
+type App struct {
+	// Name is the app's `name`, else its script's base name without the extension, as
+	// PM2 names it. Unique in the file.
+	Name    string
+	Config  Config
 	LogFile string // out_file / error_file / log_file, all one file; "" if none given
 }
 
@@ -48,34 +52,32 @@ func IsEcosystem(path string) bool {
 	return yaml.Unmarshal(b, &top) == nil && top["apps"].Kind != 0
 }
 
-// LoadEcosystem reads a PM2 ecosystem file (.json, .yaml/.yml or .config.js; JSON is YAML) with one app
-// in `apps`, merges `env_NAME` over `env` when envName is given (pm2 start --env NAME), and
-// returns the cluster's Config. A field this supervisor does not support is an error that
-// names it, never ignored. A .config.js / .cjs / .mjs file is evaluated with node, as PM2
-// requires it; without node on PATH the error says so and how to turn it into JSON.
-func LoadEcosystem(path, envName string) (Config, Ecosystem, error) {
+// LoadEcosystem reads a PM2 ecosystem file (.json, .yaml/.yml or .config.js; JSON is YAML)
+// and returns every app in `apps`, in order, each its own cluster (see ParseEcosystem).
+// A .config.js / .cjs / .mjs file is evaluated with node, as PM2 requires it; without node
+// on PATH the error says so and how to turn it into JSON.
+func LoadEcosystem(path, envName string) ([]App, error) {
+	var r io.Reader
 	switch filepath.Ext(path) {
 	case ".js", ".cjs", ".mjs":
 		b, err := loadJSEcosystem(path, exec.LookPath)
 		if err != nil {
-			return Config{}, Ecosystem{}, err
+			return nil, err
 		}
-		c, e, err := ParseEcosystem(bytes.NewReader(b), envName)
+		r = bytes.NewReader(b)
+	default:
+		f, err := os.Open(path)
 		if err != nil {
-			return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: %w", path, err)
+			return nil, fmt.Errorf("open ecosystem file: %w", err)
 		}
-		return c, e, nil
+		defer f.Close()
+		r = f
 	}
-	f, err := os.Open(path)
+	apps, err := ParseEcosystem(r, envName)
 	if err != nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("open ecosystem file: %w", err)
+		return nil, fmt.Errorf("ecosystem %s: %w", path, err)
 	}
-	defer f.Close()
-	c, e, err := ParseEcosystem(f, envName)
-	if err != nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("ecosystem %s: %w", path, err)
-	}
-	return c, e, nil
+	return apps, nil
 }
 
 func mustAbs(p string) string {
@@ -85,11 +87,15 @@ func mustAbs(p string) string {
 	return p
 }
 
-// ParseEcosystem reads an ecosystem document (see LoadEcosystem).
-func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
+// ParseEcosystem reads an ecosystem document (see LoadEcosystem): every app of `apps`,
+// merging `env_NAME` over `env` when envName is given (pm2 start --env NAME; an app
+// without env_NAME keeps its env, and a name no app has is an error). A field this
+// supervisor does not support is an error that names it, never ignored; so are two apps
+// of one name.
+func ParseEcosystem(r io.Reader, envName string) ([]App, error) {
 	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
 	if err != nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	var doc struct {
 		Apps []yaml.Node `yaml:"apps"`
@@ -97,26 +103,45 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, Ecosystem{}, fmt.Errorf("decode: %w (only `apps` is read at the top level)", err)
+		return nil, fmt.Errorf("decode: %w (only `apps` is read at the top level)", err)
 	}
-	switch len(doc.Apps) {
-	case 0:
-		return Config{}, Ecosystem{}, errors.New("apps: no app given")
-	case 1:
-	default:
-		return Config{}, Ecosystem{}, fmt.Errorf("apps: %d apps: a supervisor runs one; start one `supervisor run -config FILE` per app, each file with one", len(doc.Apps))
+	if len(doc.Apps) == 0 {
+		return nil, errors.New("apps: no app given")
 	}
-	app := doc.Apps[0]
+	apps := make([]App, 0, len(doc.Apps))
+	seen := map[string]int{}
+	envFound := envName == ""
+	for i := range doc.Apps {
+		app, hasEnv, err := parseApp(&doc.Apps[i], fmt.Sprintf("apps[%d]", i), envName)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[app.Name]; dup {
+			return nil, fmt.Errorf("apps[%d].name: %q is apps[%d]'s name too: give each app a name of its own", i, app.Name, j)
+		}
+		seen[app.Name] = i
+		envFound = envFound || hasEnv
+		apps = append(apps, app)
+	}
+	if !envFound {
+		return nil, fmt.Errorf("env %q: no app has env_%s", envName, envName)
+	}
+	return apps, nil
+}
+
+// parseApp reads one app object; at names it in errors (apps[i]). hasEnv says whether it
+// has env_NAME.
+func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	if app.Kind != yaml.MappingNode {
-		return Config{}, Ecosystem{}, errors.New("apps[0]: not an object")
+		return App{}, false, fmt.Errorf("%s: not an object", at)
 	}
 	// Our own document, field by field, then decoded and validated as any config.
 	ours := &yaml.Node{Kind: yaml.MappingNode}
 	put := func(k string, v *yaml.Node) {
 		ours.Content = append(ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
 	}
-	var e Ecosystem
-	var script, interpreter string
+	var e App
+	var script, interpreter, mode string
 	var args []string
 	var env, envSel *yaml.Node
 	var logs []string
@@ -131,7 +156,7 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 		}
 		ourName, known := ecosystemFields[k]
 		if !known {
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].%s: not supported by this supervisor (supported: %s, env_NAME)", k, supportedFields())
+			return App{}, false, fmt.Errorf("%s.%s: not supported by this supervisor (supported: %s, env_NAME)", at, k, supportedFields())
 		}
 		if ourName != "" {
 			put(ourName, v)
@@ -155,9 +180,15 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 				}
 			}
 		case "exec_mode":
-			var m string
-			if err = v.Decode(&m); err == nil && m != "cluster" && m != "cluster_mode" {
-				err = fmt.Errorf("%q: this supervisor runs clusters (every instance on the shared port); for one process set instances: 1", m)
+			if err = v.Decode(&mode); err == nil {
+				switch mode { // PM2 takes both spellings
+				case "cluster", "cluster_mode":
+					mode = ExecCluster
+				case "fork", "fork_mode":
+					mode = ExecFork
+				default:
+					err = fmt.Errorf("%q: want cluster (every instance on the shared port) or fork (each a process of its own, no shared port)", mode)
+				}
 			}
 		case "env":
 			env = v
@@ -173,14 +204,20 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 			}
 		}
 		if err != nil {
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].%s: %w", k, err)
+			return App{}, false, fmt.Errorf("%s.%s: %w", at, k, err)
 		}
 	}
-	if envName != "" && envSel == nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("env %q: the app has no env_%s", envName, envName)
-	}
 	if script == "" {
-		return Config{}, Ecosystem{}, errors.New("apps[0].script: missing: the program to run")
+		return App{}, false, fmt.Errorf("%s.script: missing: the program to run", at)
+	}
+	if e.Name == "" { // PM2's default name
+		e.Name = strings.TrimSuffix(filepath.Base(script), filepath.Ext(script))
+	}
+	if err := checkAppName(e.Name); err != nil {
+		return App{}, false, fmt.Errorf("%s.name: %w", at, err)
+	}
+	if mode != "" {
+		put("exec_mode", &yaml.Node{Kind: yaml.ScalarNode, Value: mode})
 	}
 	if env != nil || envSel != nil {
 		merged := map[string]string{}
@@ -190,22 +227,23 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 			}
 			var m map[string]string
 			if err := n.Decode(&m); err != nil {
-				return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env: %w", err)
+				return App{}, false, fmt.Errorf("%s.env: %w", at, err)
 			}
 			for k, v := range m {
 				merged[k] = v
 			}
 		}
-		if port, ok := merged["PORT"]; ok {
+		// In fork mode the program binds PORT itself, as under PM2: no socket of ours.
+		if port, ok := merged["PORT"]; ok && mode != ExecFork {
 			listen, err := ecosystemListen(port, merged["HOST"])
 			if err != nil {
-				return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env.PORT: %w", err)
+				return App{}, false, fmt.Errorf("%s.env.PORT: %w", at, err)
 			}
 			put("listen", &yaml.Node{Kind: yaml.ScalarNode, Value: listen})
 		}
 		var n yaml.Node
 		if err := n.Encode(merged); err != nil {
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].env: %w", err)
+			return App{}, false, fmt.Errorf("%s.env: %w", at, err)
 		}
 		put("env", &n)
 	}
@@ -214,18 +252,18 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 		if logs = slices.Compact(logs); len(logs) > 1 {
 			// A worker's stdout and stderr are one pipe here, logged line by line in order;
 			// two files would need two pipes per worker and two log sinks.
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].out_file, error_file: %v: separate files for stdout and stderr are not supported here (a worker's output is one stream); "+
-				"give out_file and error_file the same path, or log_file alone, with merge_logs: true", logs)
+			return App{}, false, fmt.Errorf("%s.out_file, error_file: %v: separate files for stdout and stderr are not supported here (a worker's output is one stream); "+
+				"give out_file and error_file the same path, or log_file alone, with merge_logs: true", at, logs)
 		}
 		// PM2's merge_logs defaults to false, and then each instance writes a file of its
 		// own (NAME-0.log, NAME-1.log); one merged file where PM2 would write several would
 		// surprise, so an unset merge_logs is refused like false, with what to write instead.
 		switch {
 		case mergeLogs == nil:
-			return Config{}, Ecosystem{}, fmt.Errorf("apps[0].merge_logs: not set, and PM2 then writes one file per instance beside %s: "+
-				"set merge_logs: true for one file at %s, or drop out_file/error_file/log_file and run with -log-dir DIR for one file per instance (DIR/worker-SLOT.log)", logs[0], logs[0])
+			return App{}, false, fmt.Errorf("%s.merge_logs: not set, and PM2 then writes one file per instance beside %s: "+
+				"set merge_logs: true for one file at %s, or drop out_file/error_file/log_file and run with -log-dir DIR for one file per instance (DIR/worker-SLOT.log)", at, logs[0], logs[0])
 		case !*mergeLogs:
-			return Config{}, Ecosystem{}, errors.New("apps[0].merge_logs: false: one file per instance is -log-dir DIR here (DIR/worker-SLOT.log) instead of out_file; set merge_logs: true for one file")
+			return App{}, false, fmt.Errorf("%s.merge_logs: false: one file per instance is -log-dir DIR here (DIR/worker-SLOT.log) instead of out_file; set merge_logs: true for one file", at)
 		}
 		e.LogFile = logs[0]
 	}
@@ -247,17 +285,36 @@ func ParseEcosystem(r io.Reader, envName string) (Config, Ecosystem, error) {
 	}
 	var cmdNode yaml.Node
 	if err := cmdNode.Encode(append(command, args...)); err != nil {
-		return Config{}, Ecosystem{}, err
+		return App{}, false, err
 	}
 	put("command", &cmdNode)
 	var c Config
 	if err := ours.Decode(&c); err != nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("apps[0]: %w", err)
+		return App{}, false, fmt.Errorf("%s: %w", at, err)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, Ecosystem{}, fmt.Errorf("apps[0]: %w", err)
+		return App{}, false, fmt.Errorf("%s: %w", at, err)
 	}
-	return c, e, nil
+	e.Config = c
+	return e, envSel != nil, nil
+}
+
+// checkAppName refuses names the commands could not take: an app name is an argument of
+// status, logs, reload, scale, stop and restart, beside slot numbers and counts, and names
+// log files.
+func checkAppName(n string) error {
+	if n == "" || len(n) > 64 {
+		return fmt.Errorf("%q: want 1 to 64 characters", n)
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%q: want letters, digits, '-', '_' and '.' only (it names log files and is an argument of the commands)", n)
+		}
+	}
+	if _, err := strconv.Atoi(n); err == nil || n[0] == '-' || n[0] == '+' || n[0] == '.' {
+		return fmt.Errorf("%q: a name may not be a number or start with '-', '+' or '.' (it would read as a slot, a count or a flag)", n)
+	}
+	return nil
 }
 
 func supportedFields() string {

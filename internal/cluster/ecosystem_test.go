@@ -33,10 +33,12 @@ func TestParseEcosystem(t *testing.T) {
     "env_production": {"NODE_ENV": "production"}
   }]
 }`
-	c, e, err := ParseEcosystem(strings.NewReader(full), "production")
+	apps, err := ParseEcosystem(strings.NewReader(full), "production")
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := apps[0]
+	c := e.Config
 	if !slices.Equal(c.Command, []string{"node", "server.js", "--port", "3000", "--verbose"}) {
 		t.Errorf("command %q", c.Command)
 	}
@@ -65,11 +67,13 @@ func TestParseEcosystem(t *testing.T) {
 		{"interpreter", `{"apps":[{"script":"app.rb","interpreter":"ruby","args":["-w"]}]}`, "", "", []string{"ruby", "app.rb", "-w"}},
 		{"interpreter none", `{"apps":[{"script":"./bin/app","interpreter":"none"}]}`, "", "", []string{"./bin/app"}},
 		{"unsupported field", `{"apps":[{"script":"a.js","cron_restart":"0 * * * *"}]}`, "", "apps[0].cron_restart: not supported by this supervisor (supported: args, cwd,", nil},
-		{"two apps", `{"apps":[{"script":"a.js"},{"script":"b.js"}]}`, "", "2 apps: a supervisor runs one", nil},
+		{"two apps of one name", `{"apps":[{"script":"a.js"},{"script":"lib/a.mjs"}]}`, "", `apps[1].name: "a" is apps[0]'s name too`, nil},
 		{"no apps", `{"apps":[]}`, "", "no app given", nil},
-		{"fork mode", `{"apps":[{"script":"a.js","exec_mode":"fork"}]}`, "", `apps[0].exec_mode: "fork": this supervisor runs clusters`, nil},
+		{"exec_mode unknown", `{"apps":[{"script":"a.js","exec_mode":"thread"}]}`, "", `apps[0].exec_mode: "thread": want cluster`, nil},
+		{"name a number", `{"apps":[{"name":"7","script":"a.js"}]}`, "", `apps[0].name: "7": a name may not be a number`, nil},
+		{"name with a slash", `{"apps":[{"name":"a/b","script":"a.js"}]}`, "", `apps[0].name: "a/b": want letters`, nil},
 		{"no script", `{"apps":[{"name":"x"}]}`, "", "apps[0].script: missing", nil},
-		{"missing env", `{"apps":[{"script":"a.js"}]}`, "staging", `env "staging": the app has no env_staging`, nil},
+		{"missing env", `{"apps":[{"script":"a.js"}]}`, "staging", `env "staging": no app has env_staging`, nil},
 		{"split logs", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"e.log"}]}`, "", "give out_file and error_file the same path", nil},
 		{"per-instance logs", `{"apps":[{"script":"a.js","out_file":"o.log","merge_logs":false}]}`, "", "-log-dir DIR", nil},
 		{"merge_logs unset", `{"apps":[{"script":"a.js","out_file":"o.log"}]}`, "", "apps[0].merge_logs: not set, and PM2 then writes one file per instance", nil},
@@ -81,7 +85,7 @@ func TestParseEcosystem(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, err := ParseEcosystem(strings.NewReader(tc.doc), tc.env)
+			apps, err := ParseEcosystem(strings.NewReader(tc.doc), tc.env)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("error %v, want %q", err, tc.want)
@@ -91,10 +95,57 @@ func TestParseEcosystem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(c.Command, tc.command) {
+			if c := apps[0].Config; !slices.Equal(c.Command, tc.command) {
 				t.Errorf("command %q, want %q", c.Command, tc.command)
 			}
 		})
+	}
+}
+
+// TestParseEcosystemApps: every app of the file, each its own cluster, in order, with
+// PM2's names; fork-mode apps get no socket of ours (their PORT stays theirs); env_NAME
+// applies where an app has it.
+func TestParseEcosystemApps(t *testing.T) {
+	const doc = `{"apps": [
+  {"name": "api", "script": "api.js", "instances": 2, "env": {"PORT": 3000}, "env_production": {"NODE_ENV": "production"}},
+  {"name": "admin", "script": "admin.js", "instances": 1, "exec_mode": "cluster_mode", "env": {"PORT": 3001, "HOST": "127.0.0.1"}},
+  {"script": "./jobs/mailer.js", "exec_mode": "fork", "env": {"PORT": 3002}},
+  {"name": "cron", "script": "./cron", "interpreter": "none", "exec_mode": "fork_mode", "instances": 2}
+]}`
+	apps, err := ParseEcosystem(strings.NewReader(doc), "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		name, mode, listen string
+		instances          Instances
+		env                map[string]string
+	}
+	wants := []want{
+		{"api", "", "0.0.0.0:3000", 2, map[string]string{"PORT": "3000", "NODE_ENV": "production"}},
+		{"admin", ExecCluster, "127.0.0.1:3001", 1, map[string]string{"PORT": "3001", "HOST": "127.0.0.1"}},
+		{"mailer", ExecFork, "", InstancesMax, map[string]string{"PORT": "3002"}},
+		{"cron", ExecFork, "", 2, nil},
+	}
+	if len(apps) != len(wants) {
+		t.Fatalf("%d apps, want %d", len(apps), len(wants))
+	}
+	for i, w := range wants {
+		a := apps[i]
+		if a.Name != w.name || a.Config.ExecMode != w.mode || a.Config.Listen != w.listen || a.Config.Instances != w.instances {
+			t.Errorf("apps[%d] = %s %q listen %q instances %d, want %+v", i, a.Name, a.Config.ExecMode, a.Config.Listen, a.Config.Instances, w)
+		}
+		if len(a.Config.Env) != len(w.env) {
+			t.Errorf("apps[%d] env %v, want %v", i, a.Config.Env, w.env)
+		}
+		for k, v := range w.env {
+			if a.Config.Env[k] != v {
+				t.Errorf("apps[%d] env %v, want %v", i, a.Config.Env, w.env)
+			}
+		}
+	}
+	if d := apps[2].Config.WithDefaults(); d.Instances.Count() != 1 || d.Listen != "" {
+		t.Errorf("fork app defaults: instances %d listen %q, want 1 process and no socket", d.Instances.Count(), d.Listen)
 	}
 }
 
@@ -137,7 +188,7 @@ func TestLoadEcosystemJavaScript(t *testing.T) {
 			if !IsEcosystem(p) {
 				t.Errorf("IsEcosystem(%s) = false", tc.file)
 			}
-			c, e, err := LoadEcosystem(p, "")
+			apps, err := LoadEcosystem(p, "")
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("LoadEcosystem = %v, want an error with %q", err, tc.want)
@@ -147,6 +198,8 @@ func TestLoadEcosystemJavaScript(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			e := apps[0]
+			c := e.Config
 			if e.Name != "cpeak-cluster" || c.Instances != InstancesMax || !slices.Equal(c.Command, []string{"node", "./cpeak.js"}) ||
 				c.Env["PORT"] != "3000" || c.Env["NODE_ENV"] != "production" || c.Listen != "0.0.0.0:3000" {
 				t.Errorf("got %+v %+v, want the seed's app", c, e)
@@ -161,7 +214,7 @@ func TestLoadEcosystemJavaScriptNoNode(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // a directory without node
 	p := filepath.Join(t.TempDir(), "ecosystem.config.js")
 	os.WriteFile(p, []byte("module.exports = {apps: [{script: 'a.js'}]}"), 0o600)
-	_, _, err := LoadEcosystem(p, "")
+	_, err := LoadEcosystem(p, "")
 	if err == nil || !strings.Contains(err.Error(), "no node is on PATH") || !strings.Contains(err.Error(), "JSON.stringify(require(") {
 		t.Fatalf("LoadEcosystem(.js) = %v, want no node named and the way to JSON", err)
 	}
@@ -177,15 +230,23 @@ func FuzzParseEcosystem(f *testing.F) {
 	f.Add("apps:\n  - script: x\n    args: [a, b]\n", "")
 	f.Add(`{"apps":[{"script":"a.js","out_file":"o","error_file":"o"}]}`, "")
 	f.Fuzz(func(t *testing.T, doc, env string) {
-		c, _, err := ParseEcosystem(strings.NewReader(doc), env)
+		apps, err := ParseEcosystem(strings.NewReader(doc), env)
 		if err != nil {
 			return
 		}
-		if len(c.Command) == 0 || c.Command[0] == "" {
-			t.Fatalf("accepted %q with command %q", doc, c.Command)
-		}
-		if err := c.Validate(); err != nil {
-			t.Fatalf("accepted %q that does not validate: %v", doc, err)
+		names := map[string]bool{}
+		for _, a := range apps {
+			c := a.Config
+			if len(c.Command) == 0 || c.Command[0] == "" {
+				t.Fatalf("accepted %q with command %q", doc, c.Command)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("accepted %q that does not validate: %v", doc, err)
+			}
+			if checkAppName(a.Name) != nil || names[a.Name] {
+				t.Fatalf("accepted %q with app name %q (bad or repeated)", doc, a.Name)
+			}
+			names[a.Name] = true
 		}
 	})
 }

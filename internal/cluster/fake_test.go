@@ -56,9 +56,12 @@ func fakeWorker() {
 	}
 	var ln net.Listener
 	var err error
-	if os.Getenv(ipc.EnvListenFDs) == "1" {
+	switch {
+	case os.Getenv(ipc.EnvListenFDs) == "1":
 		ln, err = net.FileListener(os.NewFile(uintptr(ipc.ListenFD), "listener"))
-	} else { // self_bind mode
+	case os.Getenv("FAKE_BIND") != "": // fork mode: a port of its own, bound alone (no SO_REUSEPORT), as a plain app does
+		ln, err = net.Listen("tcp", os.Getenv("FAKE_BIND"))
+	default: // self_bind mode
 		ln, err = reuseport.Listen("tcp", net.JoinHostPort(os.Getenv("HOST"), os.Getenv("PORT")))
 	}
 	if err != nil {
@@ -239,7 +242,7 @@ func startCluster(t *testing.T, cfg Config, env ...string) *Supervisor {
 func startClusterOpts(t *testing.T, cfg Config, opt Options, env ...string) (*Supervisor, *syncBuffer) {
 	t.Helper()
 	cfg.Command = []string{os.Args[0]}
-	if cfg.Listen == "" {
+	if cfg.Listen == "" && !cfg.Fork() {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	if cfg.WaitReady == nil { // the fake worker says ready, as ours does

@@ -45,7 +45,7 @@ func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bo
 		add = append(add, "pm_id="+strconv.Itoa(slot))
 	}
 	_, port, _ := net.SplitHostPort(s.addr)
-	if v, _ := lookupEnv(env, envNodePreload); s.cfg.SelfBind || v == "0" || port == "" || port == "0" {
+	if v, _ := lookupEnv(env, envNodePreload); s.ownSockets() || v == "0" || port == "" || port == "0" {
 		return add, false
 	}
 	path, err := s.preloadPath()

@@ -87,7 +87,7 @@ func acceptQueue(f *os.File) (uint32, error) {
 // readListeners is poll's part, for a worker that does not speak ipc: every listenersEvery
 // rounds, its listening sockets.
 func (s *Supervisor) readListeners(p *proc, round int) {
-	if s.cfg.SelfBind || round%listenersEvery != 0 { // self_bind: its own socket is the one it serves
+	if s.ownSockets() || round%listenersEvery != 0 { // self_bind, fork: its own socket is the one it serves
 		return
 	}
 	ls, err := procstat.Listeners("", p.pid)

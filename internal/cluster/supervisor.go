@@ -78,10 +78,15 @@ type Options struct {
 	// code runs between fork and exec). cmd/supervisor passes itself. Default: none, and
 	// LISTEN_PID is not set.
 	ListenPIDShim []string
+	// Name is the app's name (PM2's name), given in every status row (WorkerStatus.App)
+	// so that several clusters of one supervisor can be told apart. Default: none.
+	Name string
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
 type WorkerStatus struct {
+	// App is the app's name (Options.Name), "" when it has none.
+	App         string  `json:"app,omitempty"`
 	ID          int     `json:"id"`
 	PID         int     `json:"pid"`
 	Status      string  `json:"status"`
@@ -221,7 +226,9 @@ func (s *Supervisor) Addr() string { return s.addr }
 func (s *Supervisor) Start(ctx context.Context) error {
 	n := s.cfg.Instances.Count()
 	s.addr = s.cfg.Listen
-	if ln, err := net.Listen("tcp", s.addr); err != nil {
+	if s.cfg.Fork() {
+		// Nothing to bind or to check: the programs bind what they want themselves.
+	} else if ln, err := net.Listen("tcp", s.addr); err != nil {
 		// SO_REUSEPORT would let us join a stranger's group silently; say so.
 		s.log.Warn("another process already listens on the address; it will share the connections if it uses SO_REUSEPORT too",
 			zap.String("addr", s.addr), zap.Error(err))
@@ -234,7 +241,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	files := make([]*os.File, n)
 	steered := make([]bool, n)
 	for i := range n {
-		if s.cfg.SelfBind {
+		if s.ownSockets() {
 			break
 		}
 		// The first socket fixes the port when the configuration asked for port 0.
@@ -278,6 +285,9 @@ func (s *Supervisor) Start(ctx context.Context) error {
 func (s *Supervisor) setupSteering() error {
 	s.steerKind = steering.KindHash
 	switch {
+	case s.cfg.Fork():
+		s.log.Info("exec_mode fork: no shared socket, every instance a process of its own")
+		return nil
 	case s.cfg.SelfBind:
 		s.log.Info("steering: the kernel's hash (self_bind: the workers bind their own sockets)")
 		return nil
@@ -526,7 +536,7 @@ func (s *Supervisor) launch(sl *slot) {
 func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	sock := sl.file
 	switch {
-	case s.cfg.SelfBind:
+	case s.ownSockets():
 		sock = nil
 	case fresh:
 		f, _, err := listen(s.addr)
@@ -552,7 +562,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	}
 	defer child.Close() // the worker has its copy after Start
 	argv := s.cfg.Command
-	if !s.cfg.SelfBind && len(s.opt.ListenPIDShim) > 0 {
+	if !s.ownSockets() && len(s.opt.ListenPIDShim) > 0 {
 		argv = append(slices.Clone(s.opt.ListenPIDShim), argv...)
 	}
 	cmd := exec.CommandContext(s.ctx, argv[0], argv[1:]...)
@@ -582,12 +592,15 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	// would say otherwise are removed (unset), not set empty: gunicorn reads
 	// int(os.environ.get('LISTEN_FDS', 0)) and dies on "".
 	var unset []string
-	if s.cfg.SelfBind {
-		// The worker binds HOST:PORT itself (with SO_REUSEPORT).
-		host, port, _ := net.SplitHostPort(s.addr)
+	if s.ownSockets() {
 		cmd.ExtraFiles = []*os.File{child}
 		unset = append(unset, ipc.EnvListenFDs, "LISTEN_FDNAMES", "LISTEN_PID")
-		env = append(env, "HOST="+host, "PORT="+port)
+		if s.cfg.SelfBind {
+			// The worker binds HOST:PORT itself (with SO_REUSEPORT). (In fork mode the
+			// program's own configuration says what it binds, PORT included.)
+			host, port, _ := net.SplitHostPort(s.addr)
+			env = append(env, "HOST="+host, "PORT="+port)
+		}
 	} else {
 		cmd.ExtraFiles = []*os.File{sock, child}
 		env = append(env, ipc.EnvListenFDs+"=1", "LISTEN_FDNAMES=http")
@@ -1040,8 +1053,12 @@ func (s *Supervisor) crashed(sl *slot, up time.Duration) {
 // promoted, and what it had queued moves to a live socket as its socket closes; otherwise
 // both share the slot's socket and its queue.
 func (s *Supervisor) separateGenerations() bool {
-	return s.steer != nil && s.steer.Migrates() && !s.cfg.SelfBind
+	return s.steer != nil && s.steer.Migrates() && !s.ownSockets()
 }
+
+// ownSockets reports whether the workers hold no socket of the supervisor's: they bind
+// their own (self_bind), or fork mode gives them none.
+func (s *Supervisor) ownSockets() bool { return s.cfg.SelfBind || s.cfg.Fork() }
 
 // giveUpQueue closes the socket of a slot whose worker is gone (loop only, from
 // updateSteering, which has just taken the slot off the live list and found another slot
@@ -1161,7 +1178,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 		now := time.Now()
 		for _, id := range s.slotIDs() {
 			sl := s.slots[id]
-			r := WorkerStatus{ID: id, Status: sl.state, Restarts: sl.restarts}
+			r := WorkerStatus{App: s.opt.Name, ID: id, Status: sl.state, Restarts: sl.restarts}
 			if p := sl.cur; p != nil {
 				r.PID, r.Status = p.pid, p.state
 				r.UptimeS = int64(now.Sub(p.started).Seconds())
@@ -1225,6 +1242,12 @@ var ErrStopped = errors.New("supervisor stopped")
 // stops, the remaining old workers keep serving, and Reload returns the reason. Errored
 // slots get a fresh worker too.
 func (s *Supervisor) Reload(ctx context.Context) error {
+	if s.cfg.Fork() {
+		// PM2 too restarts fork-mode processes on reload: no shared socket keeps serving
+		// while a successor starts, and a program that binds its own port could not start
+		// beside its predecessor.
+		return s.Restart(ctx)
+	}
 	s.ops.Lock()
 	defer s.ops.Unlock()
 	var ids []int
@@ -1253,6 +1276,90 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 	}
 	s.log.Info("reload done", zap.Int("slots", len(ids)))
 	s.notifyReloaded("")
+	return nil
+}
+
+// Restart replaces every worker, one slot at a time, as `pm2 restart` does: the slot's
+// worker is stopped (drained, SIGKILL after kill_timeout) before its successor starts,
+// so the two never run at once; Restart waits for each new worker to be ready (at most
+// listen_timeout) before the next slot. Other slots serve meanwhile (with round-robin
+// steering the stopped slot gets no new connection; with the hash its queue waits for
+// the successor). Unlike Reload it never aborts for a successor that is not ready: it
+// is started, and the slot's restart rules take it from there.
+func (s *Supervisor) Restart(ctx context.Context) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	var ids []int
+	stopped := true
+	s.call(func() {
+		if stopped = s.stopping || s.stopAnnounced; !stopped {
+			ids = s.slotIDs()
+		}
+	})
+	if stopped {
+		return ErrStopped
+	}
+	s.log.Info("restart", zap.Ints("slots", ids))
+	for _, id := range ids {
+		if err := s.restartSlot(ctx, id); err != nil {
+			return fmt.Errorf("restart slot %d: %w", id, err)
+		}
+	}
+	s.log.Info("restart done", zap.Int("slots", len(ids)))
+	return nil
+}
+
+// restartSlot stops the slot's worker, then starts its successor and waits (at most
+// listen_timeout) for it to be ready. The caller holds ops.
+func (s *Supervisor) restartSlot(ctx context.Context, id int) error {
+	var old *proc
+	found := false
+	s.call(func() {
+		sl := s.slots[id]
+		if sl == nil || s.stopping {
+			return
+		}
+		found = true
+		if sl.timer != nil { // a pending crash restart is this restart now
+			sl.timer.Stop()
+		}
+		old = sl.cur
+		sl.cur, sl.state = nil, StateStopping // exited then sees a retired worker, not a crash
+		if old != nil {
+			s.drain(old)
+		}
+	})
+	if !found {
+		return nil
+	}
+	if old != nil {
+		<-old.exited // bounded by kill_timeout
+	}
+	var np *proc
+	s.call(func() {
+		sl := s.slots[id]
+		if sl == nil || s.stopping || sl.cur != nil {
+			return
+		}
+		sl.unstable, sl.crashes = 0, 0 // a deliberate new start gets a fresh restart budget
+		sl.restarts++
+		s.launch(sl)
+		np = sl.cur
+	})
+	if np == nil {
+		return nil // stopping, scaled away, or its start failed (launch logged why and scheduled a retry)
+	}
+	t := time.NewTimer(s.cfg.ListenTimeout.D())
+	defer t.Stop()
+	select {
+	case <-np.ready:
+	case <-np.exited:
+		return fmt.Errorf("new worker (pid %d) exited at start: %v", np.pid, np.exitErr)
+	case <-t.C:
+		np.log.Warn("restarted worker not ready within listen_timeout: going on", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return nil
 }
 
@@ -1419,7 +1526,7 @@ func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
 	for id := cur; id < target; id++ {
 		s.call(func() {
 			sl := &slot{id: id}
-			if !s.cfg.SelfBind {
+			if !s.ownSockets() {
 				if err = s.openSocket(sl); err != nil {
 					return
 				}

@@ -131,12 +131,17 @@
     return cores.length;
   }
 
+  // A worker's name: its slot, after its app's name when the configuration names apps
+  // (slots of several apps share numbers); its colour follows its place in the list.
+  function workerKey(w) { return (w.app ? w.app + "/" : "") + w.id; }
+
   function draw() {
     if (!frames.length) return;
     const now = frames[frames.length - 1].t;
-    const ids = frames[frames.length - 1].workers.map((w) => w.id);
-    const rps = ids.map((id) => ({color: workerColor(id), width: 3,
-      values: frames.map((f) => { const w = f.workers.find((x) => x.id === id); return [f.t, w ? w.rps : null]; })}));
+    const keys = frames[frames.length - 1].workers.map(workerKey);
+    const ids = keys;
+    const rps = keys.map((k, i) => ({color: workerColor(i), width: 3,
+      values: frames.map((f) => { const w = f.workers.find((x) => workerKey(x) === k); return [f.t, w ? w.rps : null]; })}));
     if (ids.length > 1) rps.unshift({color: "#ffffff", width: 2, values: frames.map((f) => [f.t, f.workers.reduce((a, w) => a + w.rps, 0)])});
     let points = lineChart($("chart-rps"), rps, {now, fmt: fmtCount});
 
@@ -186,10 +191,10 @@
     const legend = $("legend-rps");
     const items = [];
     if (f.workers.length > 1) items.push(["#ffffff", "all"]);
-    for (const w of f.workers) {
+    for (const [i, w] of f.workers.entries()) {
       const tr = document.createElement("tr");
-      const slot = cell(tr, String(w.id));
-      slot.style.color = workerColor(w.id); // CSSOM, which the page's CSP allows
+      const slot = cell(tr, workerKey(w));
+      slot.style.color = workerColor(i); // CSSOM, which the page's CSP allows
       cell(tr, w.status, w.status === "online" ? "status-online" : w.status === "errored" ? "status-errored" : "status-other");
       const live = w.pid !== 0;
       cell(tr, w.no_counters ? "–" : fmtCount(w.rps), "num"); // a program without our ipc counts nothing
@@ -200,7 +205,7 @@
       cell(tr, String(w.restarts), "num");
       if (w.health_error) tr.title = w.health_error;
       rows.push(tr);
-      items.push([workerColor(w.id), "slot " + w.id]);
+      items.push([workerColor(i), "slot " + workerKey(w)]);
     }
     body.replaceChildren(...rows);
     legend.replaceChildren(...items.map(([c, s]) => {

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// app is one app of the configuration, as PM2 keeps one per entry of an ecosystem file's
+// apps: its own cluster (slots, port, restarts, logs). A configuration of ours, or a
+// command line, is one app without a name.
+type app struct {
+	name string // "" for the one app of a configuration without names
+	cfg  cluster.Config
+	opt  cluster.Options
+	log  *zap.Logger
+
+	mu  sync.Mutex
+	sup *cluster.Supervisor // nil while stopped (`supervisor stop APP`)
+}
+
+// current returns the app's running cluster, nil when it is stopped.
+func (a *app) current() *cluster.Supervisor {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sup
+}
+
+// mode is the app's exec mode as PM2 shows it.
+func (a *app) mode() string {
+	if a.cfg.Fork() {
+		return cluster.ExecFork
+	}
+	return cluster.ExecCluster
+}
+
+// appStatus is one app in GET /status: `supervisor status` lists every app, as `pm2 ls`.
+type appStatus struct {
+	Name string `json:"name,omitempty"`
+	Mode string `json:"mode"` // cluster or fork
+	// Status is "running", or "stopped" after `supervisor stop APP`.
+	Status   string `json:"status"`
+	Addr     string `json:"addr,omitempty"`     // "" in fork mode: no socket of ours
+	Steering string `json:"steering,omitempty"` // "" in fork mode
+	Workers  int    `json:"workers"`
+}
+
+// fleet is the supervisor's apps, in the configuration's order. Each app's cluster is
+// independent: a reload, restart, scale or stop of one leaves the others alone, and a
+// crash restarts only the crashed worker of its app.
+type fleet struct {
+	apps []*app
+	ctx  context.Context // the clusters' lifetime (Start's ctx); set by start
+	ops  sync.Mutex      // one stop or restart of a stopped app at a time
+}
+
+// start starts every app's cluster, in order; on an error the ones started are killed.
+func (f *fleet) start(ctx context.Context) error {
+	f.ctx = ctx
+	for i, a := range f.apps {
+		sup, err := cluster.New(a.cfg, a.opt)
+		if err == nil {
+			err = sup.Start(ctx)
+		}
+		if err != nil {
+			for _, b := range f.apps[:i] {
+				b.current().Kill()
+			}
+			if len(f.apps) > 1 {
+				return fmt.Errorf("app %s: %w", a.name, err)
+			}
+			return err
+		}
+		a.sup = sup
+	}
+	return nil
+}
+
+// names lists the apps' names.
+func (f *fleet) names() []string {
+	var out []string
+	for _, a := range f.apps {
+		out = append(out, a.name)
+	}
+	return out
+}
+
+// errUnknownApp is a name the fleet has no app of (mapped to 404).
+var errUnknownApp = errors.New("no such app")
+
+// pick returns the app named, or every app for "" (and "all", as pm2 says).
+func (f *fleet) pick(name string) ([]*app, error) {
+	if name == "" || name == "all" {
+		return f.apps, nil
+	}
+	for _, a := range f.apps {
+		if a.name == name {
+			return []*app{a}, nil
+		}
+	}
+	if len(f.apps) == 1 && f.apps[0].name == "" {
+		return nil, fmt.Errorf("app %q: %w: this supervisor runs one app without a name (give no name)", name, errUnknownApp)
+	}
+	return nil, fmt.Errorf("app %q: %w: the apps are %s", name, errUnknownApp, strings.Join(f.names(), ", "))
+}
+
+// one returns the single app an operation on one cluster needs (scale): the one named, or
+// the only app.
+func (f *fleet) one(name string) (*app, error) {
+	if name == "" && len(f.apps) > 1 {
+		return nil, fmt.Errorf("name the app: this supervisor runs %s", strings.Join(f.names(), ", "))
+	}
+	apps, err := f.pick(name)
+	if err != nil {
+		return nil, err
+	}
+	return apps[0], nil
+}
+
+// status is GET /status: every app, and every worker of the running ones with its app's
+// name. Addr and Steering are the first running cluster-mode app's (the only one's, for a
+// configuration of one app), so that one-app readers keep their fields.
+func (f *fleet) status(name string) (statusReply, error) {
+	apps, err := f.pick(name)
+	if err != nil {
+		return statusReply{}, err
+	}
+	st := statusReply{Workers: []cluster.WorkerStatus{}}
+	for _, a := range apps {
+		as := appStatus{Name: a.name, Mode: a.mode(), Status: "stopped"}
+		if sup := a.current(); sup != nil {
+			rows := sup.Status()
+			as.Status, as.Workers = "running", len(rows)
+			if !a.cfg.Fork() {
+				as.Addr, as.Steering = sup.Addr(), sup.Steering()
+				if st.Addr == "" {
+					st.Addr, st.Steering = as.Addr, as.Steering
+				}
+			}
+			st.Workers = append(st.Workers, rows...)
+		}
+		st.Apps = append(st.Apps, as)
+	}
+	return st, nil
+}
+
+// running returns the running clusters of the apps named ("" all), with the app of each.
+func (f *fleet) running(name string) ([]*app, []*cluster.Supervisor, error) {
+	apps, err := f.pick(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var as []*app
+	var sups []*cluster.Supervisor
+	for _, a := range apps {
+		if sup := a.current(); sup != nil {
+			as, sups = append(as, a), append(sups, sup)
+		}
+	}
+	if len(sups) == 0 {
+		return nil, nil, fmt.Errorf("%w: no running app of %s (supervisor restart NAME starts a stopped one)", cluster.ErrStopped, strings.Join(namesOf(apps), ", "))
+	}
+	return as, sups, nil
+}
+
+func namesOf(apps []*app) []string {
+	var out []string
+	for _, a := range apps {
+		name := a.name
+		if name == "" {
+			name = "the app"
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// reload rolls the named apps' workers (every app's for ""), one app after the other.
+func (f *fleet) reload(ctx context.Context, name string) error {
+	as, sups, err := f.running(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, sup := range sups {
+		if err := sup.Reload(ctx); err != nil {
+			errs = append(errs, f.wrap(as[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restart restarts the named apps (every app for ""), as `pm2 restart`: each worker
+// stopped before its successor starts; a stopped app is started again.
+func (f *fleet) restart(ctx context.Context, name string) error {
+	apps, err := f.pick(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range apps {
+		if sup := a.current(); sup != nil {
+			if err := sup.Restart(ctx); err != nil {
+				errs = append(errs, f.wrap(a, err))
+			}
+			continue
+		}
+		if err := f.startApp(ctx, a); err != nil {
+			errs = append(errs, f.wrap(a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startApp starts a stopped app's cluster again and waits for its workers.
+func (f *fleet) startApp(ctx context.Context, a *app) error {
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	if a.current() != nil {
+		return nil
+	}
+	sup, err := cluster.New(a.cfg, a.opt)
+	if err != nil {
+		return err
+	}
+	if err := sup.Start(f.ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.sup = sup
+	a.mu.Unlock()
+	a.log.Info("app started again")
+	return sup.WaitOnline(ctx)
+}
+
+// scale sets the number of workers of one app.
+func (f *fleet) scale(ctx context.Context, name string, n int, rel bool) error {
+	a, err := f.one(name)
+	if err != nil {
+		return err
+	}
+	sup := a.current()
+	if sup == nil {
+		return fmt.Errorf("%w: app %s is stopped (supervisor restart %s starts it)", cluster.ErrStopped, a.name, a.name)
+	}
+	return f.wrap(a, sup.Scale(ctx, n, rel))
+}
+
+// stopApp stops one app's cluster gracefully; the others serve on, and `restart NAME`
+// starts it again.
+func (f *fleet) stopApp(ctx context.Context, name string) error {
+	apps, err := f.pick(name)
+	if err != nil {
+		return err
+	}
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	var errs []error
+	for _, a := range apps {
+		a.mu.Lock()
+		sup := a.sup
+		a.sup = nil
+		a.mu.Unlock()
+		if sup == nil {
+			continue
+		}
+		a.log.Info("stopping the app", zap.String("reason", "stop command"))
+		if err := sup.Stop(ctx); err != nil {
+			errs = append(errs, f.wrap(a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stop stops every app's cluster at once (each drains its workers in parallel).
+func (f *fleet) stop(ctx context.Context) error {
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	errs := make([]error, len(f.apps))
+	var wg sync.WaitGroup
+	for i, a := range f.apps {
+		if sup := a.current(); sup != nil {
+			wg.Go(func() { errs[i] = f.wrap(a, sup.Stop(ctx)) })
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// kill ends every worker of every app at once.
+func (f *fleet) kill() {
+	for _, a := range f.apps {
+		if sup := a.current(); sup != nil {
+			sup.Kill()
+		}
+	}
+}
+
+// wrap names the app in an error when there are several.
+func (f *fleet) wrap(a *app, err error) error {
+	if err == nil || len(f.apps) == 1 {
+		return err
+	}
+	return fmt.Errorf("app %s: %w", a.name, err)
+}
+
+// joinNotify shares one systemd notification channel among n apps: READY=1 goes out once
+// every app has said it (the service is ready when all its apps are), later ones pass
+// (a reload's), and each STATUS= is prefixed with the app's name.
+func joinNotify(n int, send func(string)) func(app string) func(string) {
+	var mu sync.Mutex
+	ready := map[string]bool{}
+	return func(app string) func(string) {
+		return func(state string) {
+			mu.Lock()
+			var out []string
+			for _, l := range strings.Split(state, "\n") {
+				switch {
+				case l == "READY=1":
+					ready[app] = true
+					if len(ready) < n {
+						continue
+					}
+				case strings.HasPrefix(l, "STATUS="):
+					l = "STATUS=" + app + ": " + strings.TrimPrefix(l, "STATUS=")
+				}
+				out = append(out, l)
+			}
+			mu.Unlock()
+			if len(out) > 0 {
+				send(strings.Join(out, "\n"))
+			}
+		}
+	}
+}
