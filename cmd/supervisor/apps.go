@@ -77,7 +77,9 @@ func (f *fleet) start(ctx context.Context) error {
 			}
 			return err
 		}
+		a.mu.Lock()
 		a.sup = sup
+		a.mu.Unlock()
 	}
 	return nil
 }
