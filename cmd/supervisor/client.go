@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +26,10 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	asJSON := false
 	if cmd == "status" {
 		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	}
+	binary := ""
+	if cmd == "upgrade" {
+		fs.StringVar(&binary, "binary", "", "the new supervisor binary (default: the path the running one was started from, where a deploy puts the new one)")
 	}
 	lines, follow := 15, false
 	if cmd == "logs" {
@@ -75,6 +80,17 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		default:
 			return fmt.Errorf("scale: want [APP] N, +N or -N")
 		}
+	case "upgrade":
+		if len(pos) > 0 {
+			return fmt.Errorf("upgrade: unexpected argument %q: the whole supervisor is upgraded (-binary PATH names the new one)", pos[0])
+		}
+		if binary != "" {
+			abs, err := filepath.Abs(binary)
+			if err != nil {
+				return fmt.Errorf("upgrade: %w", err)
+			}
+			binary = abs
+		}
 	default: // status, reload, restart, stop: [APP]
 		if len(pos) > 1 {
 			return fmt.Errorf("%s: unexpected argument %q: want at most one APP", cmd, pos[1])
@@ -108,6 +124,10 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 			return err
 		}
 		q.Set("n", scaleArg)
+	case "upgrade":
+		if binary != "" {
+			q.Set("binary", binary)
+		}
 	}
 	path := "/" + cmd
 	if len(q) > 0 {
@@ -167,6 +187,10 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	case "scale":
 		fmt.Fprintln(stdout, "scaled")
 		return printStatus(ctx, c, *socket, stdout)
+	case "upgrade":
+		// The running image answered and re-executes: wait for the new one's table.
+		fmt.Fprintln(stdout, "upgrading")
+		return waitUpgraded(ctx, c, *socket, stdout)
 	case "stop":
 		if resp.StatusCode == http.StatusOK { // one app, stopped by now
 			fmt.Fprintln(stdout, "stopped")
@@ -175,6 +199,35 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		fmt.Fprintln(stdout, "stopping")
 	}
 	return nil
+}
+
+// waitUpgraded waits until the re-executed supervisor answers with every worker online
+// (they rejoin it: none restarts), and prints its table.
+func waitUpgraded(ctx context.Context, c *http.Client, socket string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	time.Sleep(100 * time.Millisecond) // the old image's socket is gone by then
+	for {
+		st, err := fetchStatus(ctx, c, socket)
+		if err == nil && len(st.Workers) > 0 && everyOnline(st) {
+			printTable(stdout, st)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("upgrade: the new supervisor is not online after 60 s (%v): see its log", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func everyOnline(st statusReply) bool {
+	for _, w := range st.Workers {
+		if w.Status != cluster.StateOnline {
+			return false
+		}
+	}
+	return true
 }
 
 // printStatus reads the status from the control socket and prints it as a table.
@@ -263,6 +316,9 @@ func printTable(w io.Writer, st statusReply) {
 		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "%s says: %s\n", who, r.Note)
+		}
+		if r.Adopted {
+			fmt.Fprintf(w, "%s: adopted (started by the previous supervisor)\n", who)
 		}
 	}
 }

@@ -11,6 +11,7 @@
 //	supervisor scale [APP] N|+N|-N [-socket PATH]
 //	supervisor stop [APP] [-socket PATH]
 //	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
+//	supervisor upgrade [-binary PATH] [-socket PATH]
 //	supervisor monit [-interval 1s] [-once] [-socket PATH]
 //	supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
 //
@@ -29,7 +30,13 @@
 // `run -dashboard HOST:PORT` serves the same figures as a web page of live charts.
 //
 // Signals to `run`: HUP reloads, TERM or INT stops gracefully (a second one stops at once),
-// TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate).
+// TTIN and TTOU add or remove one worker, USR1 reopens the -log-file (for logrotate), USR2
+// upgrades in place to the binary at the path it was started from.
+//
+// The supervisor's own worker outlives the supervisor: killed with -9, or re-executing
+// itself for `upgrade`, the workers serve on and the next supervisor on the same control
+// socket adopts them (their sockets and queues too); with none within adopt_wait (30 s)
+// they drain and exit. Other programs die with the supervisor.
 package main
 
 import (
@@ -60,6 +67,8 @@ const usage = `usage:
   supervisor scale [APP] N|+N|-N [-socket PATH]
   supervisor stop [APP] [-socket PATH]       (one app: the others serve on)
   supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
+  supervisor upgrade [-binary PATH] [-socket PATH]
+                 (re-executes the supervisor in place, or kill -USR2: the workers serve on)
   supervisor monit [-interval 1s] [-once] [-socket PATH]
   supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
                  (prints a systemd unit for this configuration, as pm2 startup)`
@@ -81,7 +90,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	switch args[0] {
 	case "run":
 		return runCluster(ctx, args[1:], getenv, stderr)
-	case "status", "reload", "restart", "scale", "stop", "logs":
+	case "status", "reload", "restart", "scale", "stop", "logs", "upgrade":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "monit":
 		return runMonit(ctx, args[1:], getenv, stdout, stderr)

@@ -67,6 +67,8 @@ func TestReliability(t *testing.T) {
 	t.Run("ControlSocket", func(t *testing.T) { t.Parallel(); controlSocket(t, bins) })
 	t.Run("SupervisorStall", func(t *testing.T) { t.Parallel(); supervisorStall(t, bins) })
 	t.Run("SupervisorStallDuringReload", func(t *testing.T) { t.Parallel(); supervisorStallDuringReload(t, bins) })
+	t.Run("SupervisorKill9Adopt", func(t *testing.T) { t.Parallel(); supervisorKill9Adopt(t, bins) })
+	t.Run("SupervisorUpgrade", func(t *testing.T) { t.Parallel(); supervisorUpgrade(t, bins, buildBinaries(t)) })
 }
 
 // clusterConfig is a YAML configuration running n real workers on db.

@@ -315,6 +315,19 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}
 		a.opt.Logger = a.log
+		if c := sp.Config.Command; c[0] == ours {
+			// Our worker outlives this supervisor (kill -9, an upgrade) and rejoins the
+			// next one here (internal/cluster's adopt.go); other programs die with it.
+			rv := *socket + ".adopt"
+			if len(specs) > 1 {
+				rv = *socket + "." + sp.Name + ".adopt"
+			}
+			if len(rv) <= maxSocketPath {
+				a.opt.Adopt = rv
+			} else {
+				a.log.Warn("workers will not outlive the supervisor: the rendezvous socket path is too long (choose a shorter -socket)", zap.String("path", rv))
+			}
+		}
 		if wl != nil {
 			a.opt.WorkerLog = wl.For
 			if len(specs) > 1 {
@@ -337,8 +350,9 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	stopReq := make(chan struct{}, 1)
+	up := &upgrader{fl: fl, log: log, defaultBinary: exe, req: make(chan string, 1)}
 	reg := metricsRegistry(fl, log)
-	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq, up), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ctl)
 	defer srv.Close()
 	log.Info("control socket", zap.String("path", *socket))
@@ -363,7 +377,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
 	done := ctx.Done() // set to nil once seen, so a cancelled ctx asks for one stop, not many
@@ -399,6 +413,12 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 						log.Error("scale on signal", zap.String("signal", s.String()), zap.Error(err))
 					}
 				}()
+			case syscall.SIGUSR2: // nginx's, HAProxy's and gunicorn's signal for a new binary
+				if err := up.check(up.defaultBinary); err != nil {
+					log.Error("upgrade on USR2 refused", zap.Error(err))
+				} else if up.busy.CompareAndSwap(false, true) {
+					go func() { up.req <- up.defaultBinary }()
+				}
 			case syscall.SIGUSR1:
 				if lf == nil && wl == nil && len(appFiles) == 0 {
 					log.Info("USR1: no log file to reopen (logs go to stderr)")
@@ -423,6 +443,22 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		case <-stopReq:
 			startStop("stop command")
+		case bin := <-up.req:
+			if stopping {
+				log.Warn("upgrade refused: stopping")
+				continue
+			}
+			// The workers serve on through the exec and rejoin the new image (adopt.go);
+			// this returns only if the exec failed, and then nothing was given up.
+			if notifier != nil {
+				notifier.Notify(sdnotify.Reloading())
+			}
+			err := up.exec(bin, lf)
+			log.Error("upgrade failed: the running supervisor goes on", zap.String("binary", bin), zap.Error(err))
+			if notifier != nil {
+				notifier.Notify("READY=1")
+			}
+			up.busy.Store(false)
 		case <-done:
 			done = nil
 			startStop("context done")
@@ -494,7 +530,7 @@ func peerUID(c *net.UnixConn) (uint32, error) {
 
 // controlHandler serves GET /status, GET /logs, POST /reload, POST /restart, POST
 // /scale?n=N|+N|-N and POST /stop, each with ?app=NAME for one app (every app without).
-func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}) http.Handler {
+func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -584,6 +620,34 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			return
 		}
 		ok(w)
+	})
+	// POST /upgrade?binary=PATH: check the binary, then re-execute (upgrade.go). The
+	// answer comes before the exec: the new image's own status tells the rest.
+	mux.HandleFunc("POST /upgrade", func(w http.ResponseWriter, r *http.Request) {
+		bin := r.URL.Query().Get("binary")
+		if bin == "" {
+			bin = up.defaultBinary
+		}
+		if err := up.check(bin); err != nil {
+			reply(w, http.StatusConflict, errorReply{err.Error()})
+			return
+		}
+		if !up.busy.CompareAndSwap(false, true) {
+			reply(w, http.StatusConflict, errorReply{"upgrade: one is under way already"})
+			return
+		}
+		// The whole answer is out (a length, not chunks that the handler's return would
+		// end) before the exec closes this connection.
+		body, _ := json.Marshal(map[string]string{"binary": bin})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusAccepted)
+		w.Write(body)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		up.req <- bin
 	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		if name := r.URL.Query().Get("app"); name != "" && name != "all" {

@@ -21,6 +21,7 @@ import (
 	"github.com/onehost/onehost/internal/feed"
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/steering"
 )
 
@@ -39,6 +40,10 @@ type serveConfig struct {
 	inherited bool
 	// ipcFD is the supervisor channel's descriptor, or -1.
 	ipcFD int
+	// adopt is the rendezvous socket where a worker that lost its supervisor waits for the
+	// next one, at most adoptWait (ipc.EnvAdopt, ipc.EnvAdoptWait); "" to drain at once.
+	adopt     string
+	adoptWait time.Duration
 	// store holds the database settings of the flags below (writes, commit window, ...).
 	store feed.Options
 }
@@ -144,6 +149,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		}
 		c.ipcFD = fd
 	}
+	if c.adopt = getenv(ipc.EnvAdopt); c.adopt != "" {
+		c.adoptWait = ipc.AdoptWait(getenv(ipc.EnvAdoptWait))
+	}
 	return c, nil
 }
 
@@ -169,6 +177,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Signals are watched from the start, so a TERM during start-up is a clean stop.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if cfg.adopt != "" {
+		// It may outlive its supervisor, and its output pipe with it: a log line written
+		// there must fail, not kill the worker (Go's default for SIGPIPE on fds 1 and 2).
+		signal.Ignore(syscall.SIGPIPE)
+	}
 	defer signal.Stop(sigs)
 
 	raiseFileLimit(log)
@@ -240,12 +253,26 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		go func() {
 			defer close(ipcDone)
 			defer probe.wait()
-			err := sup.Serve(ctx, func() ipc.Msg {
+			stats := func() ipc.Msg {
 				st := srv.Stats()
 				healthy, why := probe.result()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
 					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole()}
-			})
+			}
+			err := sup.Serve(ctx, stats)
+			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {
+				// The supervisor is gone (killed, or re-executing itself to upgrade): serve on
+				// and wait for the next one, which takes over this socket and its queue.
+				log.Warn("supervisor gone: serving on, waiting for a new one", zap.String("rendezvous", cfg.adopt), zap.Duration("wait", cfg.adoptWait))
+				var next *ipc.Conn
+				if next, err = rejoin(ctx, cfg, ln); err != nil {
+					break
+				}
+				sup.Close()
+				sup = next
+				log.Info("adopted by a new supervisor")
+				err = sup.Serve(ctx, stats)
+			}
 			if ctx.Err() == nil {
 				stopReason <- err.Error()
 			}
@@ -298,6 +325,36 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests),
 		zap.Any("db", ds))
 	return nil
+}
+
+// rejoin waits at the rendezvous socket for a new supervisor (ipc.Rejoin), passing it the
+// listening socket; the new supervisor's output pipe replaces stdout and stderr, which went
+// with the old one.
+func rejoin(ctx context.Context, cfg serveConfig, ln net.Listener) (*ipc.Conn, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("rejoin: the listener %T cannot be passed on", ln)
+	}
+	lf, err := fl.File()
+	if err != nil {
+		return nil, fmt.Errorf("rejoin: %w", err)
+	}
+	defer lf.Close()
+	started, err := procstat.StartTime("", os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("rejoin: %w", err)
+	}
+	c, out, err := ipc.Rejoin(ctx, cfg.adopt, ipc.Hello{PID: os.Getpid(), Slot: cfg.workerID, Started: started}, lf, cfg.adoptWait)
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
+		// The logger writes to fd 2 (os.Stderr), so the new pipe takes its lines from now on.
+		syscall.Dup2(int(out.Fd()), 1)
+		syscall.Dup2(int(out.Fd()), 2)
+		out.Close()
+	}
+	return c, nil
 }
 
 // listen returns the inherited socket (fd 3) or binds addr with SO_REUSEPORT, so several

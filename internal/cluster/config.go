@@ -100,6 +100,12 @@ type Config struct {
 	// and restarted, as a missed heartbeat (at most one per heartbeat_timeout, none when all
 	// are silent). Default 0: no watchdog; a worker's WATCHDOG=1 then only counts as heard.
 	WatchdogSec Duration `yaml:"watchdog_sec"`
+	// AdoptWait is how long a worker that lost its supervisor (killed, or upgrading in
+	// place) keeps serving while it waits for the next one to adopt it, before it drains
+	// and exits (only with cmd/supervisor's own worker, see Options.Adopt). Long enough
+	// for systemd's Restart= or a person to start the supervisor again; short enough that
+	// an abandoned cluster does not serve unwatched for long. Default 30 s.
+	AdoptWait Duration `yaml:"adopt_wait"`
 	// StatsInterval is how often workers are asked for counters and /proc is sampled.
 	// Default 1 s.
 	StatsInterval Duration `yaml:"stats_interval"`
@@ -115,6 +121,7 @@ const (
 	DefaultMaxRestarts      = 16
 	DefaultHeartbeatTimeout = 5 * time.Second
 	DefaultStatsInterval    = time.Second
+	DefaultAdoptWait        = 30 * time.Second
 	// MaxBackoff caps the exponential restart delay (as PM2 does).
 	MaxBackoff = 15 * time.Second
 	// BackoffReset: a worker up this long resets its slot's backoff.
@@ -182,6 +189,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = Duration(DefaultStatsInterval)
+	}
+	if c.AdoptWait == 0 {
+		c.AdoptWait = Duration(DefaultAdoptWait)
 	}
 	return c
 }
@@ -266,6 +276,7 @@ func (c Config) Validate() error {
 		{"heartbeat_timeout", c.HeartbeatTimeout, 0, 10 * time.Minute},
 		{"watchdog_sec", c.WatchdogSec, 0, time.Hour},
 		{"stats_interval", c.StatsInterval, 0, time.Minute},
+		{"adopt_wait", c.AdoptWait, 0, time.Hour},
 	}
 	for _, d := range durs {
 		if time.Duration(d.v) < d.min || time.Duration(d.v) > d.max {

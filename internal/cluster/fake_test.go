@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // The test binary plays the worker (and, for the kill -9 test, the supervisor) when this
@@ -49,6 +53,11 @@ func TestMain(m *testing.M) {
 // over NOTIFY_SOCKET; the worker of that slot then says STOPPING=1). FAKE_ENV_FILE names a file it
 // writes its environment to, one variable a line.
 func fakeWorker() {
+	if os.Getenv(ipc.EnvAdopt) != "" {
+		// It may outlive its supervisor, and its output pipe with it: a write there must
+		// fail, not kill it (Go's default for SIGPIPE on fds 1 and 2).
+		signal.Ignore(syscall.SIGPIPE)
+	}
 	mode := os.Getenv("FAKE_MODE")
 	if p := os.Getenv("FAKE_MODE_FILE"); p != "" {
 		b, _ := os.ReadFile(p)
@@ -149,9 +158,34 @@ func fakeWorker() {
 	default:
 		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
 	}
-	conn.Serve(context.Background(), func() ipc.Msg {
+	stats := func() ipc.Msg {
 		return ipc.Msg{PID: os.Getpid(), Requests: reqs.Load(), Connections: conns.Load()}
-	})
+	}
+	err = conn.Serve(context.Background(), stats)
+	// As cmd/worker does: a worker whose supervisor is gone serves on and waits for the
+	// next one at the rendezvous socket (ipc.Rejoin), its listening socket passed along.
+	for errors.Is(err, ipc.ErrParentGone) && os.Getenv(ipc.EnvAdopt) != "" {
+		lf, ferr := ln.(*net.TCPListener).File()
+		if ferr != nil {
+			break
+		}
+		slotN, _ := strconv.Atoi(slot)
+		started, _ := procstat.StartTime("", os.Getpid())
+		c, out, rerr := ipc.Rejoin(context.Background(), os.Getenv(ipc.EnvAdopt),
+			ipc.Hello{PID: os.Getpid(), Slot: slotN, Started: started}, lf, ipc.AdoptWait(os.Getenv(ipc.EnvAdoptWait)))
+		lf.Close()
+		if rerr != nil {
+			break
+		}
+		if out != nil {
+			syscall.Dup2(int(out.Fd()), 1)
+			syscall.Dup2(int(out.Fd()), 2)
+			out.Close()
+		}
+		fmt.Fprintln(os.Stderr, "fake worker adopted")
+		conn = c
+		err = conn.Serve(context.Background(), stats)
+	}
 	// Drain as the real worker does, not with http.Server.Shutdown: Shutdown drops a
 	// request it reads after it began (no response at all), which a client sees as EOF.
 	// Here: stop accepting, answer what comes on open connections with Connection: close,
@@ -168,8 +202,9 @@ func fakeWorker() {
 // fakeSupervisor runs a two-slot cluster of fake workers and prints "ADDR PID PID", then
 // waits to be killed.
 func fakeSupervisor() {
-	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}},
-		Options{Environ: workerEnv()})
+	wait, _ := time.ParseDuration(os.Getenv("FAKE_ADOPT_WAIT"))
+	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, AdoptWait: Duration(wait)},
+		Options{Environ: workerEnv(), Adopt: os.Getenv("FAKE_ADOPT")})
 	if err != nil {
 		fmt.Println("error", err)
 		return
@@ -322,10 +357,10 @@ func gone(pid int) bool {
 
 // startSupervisorProcess runs fakeSupervisor in a child process and returns it with its
 // address and worker pids.
-func startSupervisorProcess(t *testing.T) (*exec.Cmd, string, []int) {
+func startSupervisorProcess(t *testing.T, env ...string) (*exec.Cmd, string, []int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), roleEnv+"=supervisor")
+	cmd.Env = append(append(os.Environ(), roleEnv+"=supervisor"), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,9 @@ type proc struct {
 	socket *os.File
 	notify *notifySocket // its sd_notify socket; nil if none could be made
 	node   *nodeChannel  // its Node IPC channel; nil unless the program is Node
+	// adopted: the worker of a previous supervisor, taken over at Start (adopt.go): not
+	// our child, watched through a pidfd.
+	adopted bool
 
 	// loop-owned
 	retired      *os.File  // the slot's previous socket, closed when this (old) worker exits

@@ -26,12 +26,13 @@ import (
 //
 // Readiness sources, for the log.
 const (
-	readyIPC    = "ipc"
-	readyNotify = "sd_notify"
-	readyNode   = "node ipc"
-	readyStart  = "start"     // wait_ready false and the program not known to signal
-	readyListen = "listening" // wait_ready false, a Node app's listen under the preload
-	readyLate   = "deadline"  // wait_ready true, nothing said within listen_timeout
+	readyIPC     = "ipc"
+	readyNotify  = "sd_notify"
+	readyNode    = "node ipc"
+	readyStart   = "start"     // wait_ready false and the program not known to signal
+	readyListen  = "listening" // wait_ready false, a Node app's listen under the preload
+	readyLate    = "deadline"  // wait_ready true, nothing said within listen_timeout
+	readyAdopted = "adopted"   // a previous supervisor's worker, serving all along (adopt.go)
 )
 
 // notifySocket is the datagram socket a worker sends sd_notify messages to.

@@ -83,6 +83,11 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	// thread lives as long as the process and no LockOSThread is needed here. The leader
 	// alone gets it: children it forked go with it only if they watch it (gunicorn's do).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.opt.Adopt != "" {
+		// A worker that rejoins a new supervisor outlives this one (adopt.go): no
+		// parent-death signal, which would also fire at an upgrade's exec.
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 	env := slices.Clone(s.opt.Environ)
 	for k, v := range s.cfg.Env {
 		env = append(env, k+"="+v)
@@ -109,6 +114,11 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		}
 	}
 	env = append(env, ipc.EnvFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	if s.opt.Adopt != "" {
+		env = append(env, ipc.EnvAdopt+"="+s.opt.Adopt, ipc.EnvAdoptWait+"="+strconv.FormatInt(s.cfg.AdoptWait.D().Milliseconds(), 10))
+	} else {
+		unset = append(unset, ipc.EnvAdopt, ipc.EnvAdoptWait)
+	}
 	var node *nodeChannel
 	preloaded := false // a Node app whose listen(PORT) the preload serves: online at 'listening'
 	if isNode(s.cfg.Command[0]) {

@@ -26,8 +26,9 @@
 // The files: supervisor.go (the state, the loop, Start, Status, Stop), sockets.go (the
 // slots' sockets and the steering's live list), spawn.go (starting a worker), health.go
 // (its messages, stats polls, heartbeats and deadlines), restart.go (exits, crash restarts
-// with backoff, draining), reload.go (Reload, Restart, Scale), stall.go (the supervisor's
-// own stalls), config.go and ecosystem.go (what to run), proc.go (a worker process).
+// with backoff, draining), reload.go (Reload, Restart, Scale), adopt.go (taking over the
+// workers of a supervisor that died or re-executed itself), stall.go (the supervisor's own
+// stalls), config.go and ecosystem.go (what to run), proc.go (a worker process).
 package cluster
 
 import (
@@ -48,6 +49,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/sdnotify"
 	"github.com/onehost/onehost/internal/steering"
 )
@@ -86,6 +88,13 @@ type Options struct {
 	// Name is the app's name (PM2's name), given in every status row (WorkerStatus.App)
 	// so that several clusters of one supervisor can be told apart. Default: none.
 	Name string
+	// Adopt, when set, is the path of the rendezvous socket through which workers outlive
+	// the supervisor (adopt.go): they get no parent-death signal, and a worker that loses
+	// its supervisor keeps serving and waits there for the next one, at most adopt_wait;
+	// Start takes over the workers found waiting. Only for programs that rejoin (cmd/worker
+	// does, through ipc.Rejoin): others would serve on unsupervised. Default: none, and the
+	// workers die with the supervisor.
+	Adopt string
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
@@ -120,6 +129,9 @@ type WorkerStatus struct {
 	// NotServing says why a worker shown as StateNotServing does not serve its slot
 	// (serving.go); "" otherwise.
 	NotServing string `json:"not_serving,omitempty"`
+	// Adopted: the worker was started by a previous supervisor and taken over at Start
+	// (adopt.go).
+	Adopted bool `json:"adopted,omitempty"`
 	// NoCounters: the worker does not report Requests, RPS and Connections (it speaks no
 	// internal/ipc), which are then unknown, not 0: null in JSON (statusjson.go).
 	NoCounters bool `json:"-"`
@@ -181,6 +193,7 @@ type Supervisor struct {
 	lastStatus      string        // the last STATUS= sent
 	slots           map[int]*slot
 	procs           map[*proc]struct{} // every live process, current or not
+	rendezvous      *net.UnixListener  // where late rejoiners are refused (adopt.go); nil without Options.Adopt
 	stopping        bool
 	count           int // the slot count workers are told
 }
@@ -232,17 +245,42 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	if err := s.setupSteering(); err != nil {
 		return err
 	}
+	var adopted map[int]*adoptee
+	if s.opt.Adopt != "" && !s.ownSockets() {
+		rv, got, err := s.openRendezvous(n)
+		if err != nil {
+			if s.steer != nil {
+				s.steer.Close()
+			}
+			return err
+		}
+		s.rendezvous, adopted = rv, got
+		for id := range adopted {
+			n = max(n, id+1) // slots a scale-up had added before the supervisor died
+		}
+	}
 	files := make([]*os.File, n)
 	steered := make([]bool, n)
 	for i := range n {
 		if s.ownSockets() {
 			break
 		}
+		if a := adopted[i]; a != nil { // the very socket the worker serves, and its queue
+			files[i] = a.socket
+			steered[i] = s.register(i, a.socket)
+			continue
+		}
 		// The first socket fixes the port when the configuration asked for port 0.
 		f, addr, err := listen(s.addr)
 		if err != nil {
 			for _, f := range files[:i] {
 				f.Close()
+			}
+			for _, a := range adopted {
+				ipc.Refuse(a.conn)
+			}
+			if s.rendezvous != nil {
+				s.rendezvous.Close()
 			}
 			if s.steer != nil {
 				s.steer.Close()
@@ -266,9 +304,16 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		for i, f := range files {
 			sl := &slot{id: i, file: f, steered: steered[i]}
 			s.slots[i] = sl
+			if a := adopted[i]; a != nil {
+				s.adoptWorker(sl, a)
+				continue
+			}
 			s.launch(sl)
 		}
 	})
+	if s.rendezvous != nil {
+		go s.refuseLate(s.rendezvous)
+	}
 	s.log.Info("cluster started", zap.String("addr", s.addr), zap.Int("instances", n),
 		zap.Strings("command", s.cfg.Command), zap.String("steering", s.steerKind))
 	return nil
@@ -453,6 +498,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Writes = p.writes
 				r.Note = p.statusText
 				r.NoCounters = !p.speaksIPC
+				r.Adopted = p.adopted
 				if p.state == StateOnline && p.serve.notServing != "" {
 					r.Status, r.NotServing = StateNotServing, p.serve.notServing
 				}
@@ -566,6 +612,9 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 		if s.steer != nil {
 			s.steer.Close()
 			s.steer = nil // the loop's last updateSteering must not touch it
+		}
+		if s.rendezvous != nil {
+			s.rendezvous.Close() // and its path: a clean stop leaves no worker to adopt
 		}
 		if s.notifyDir != "" {
 			os.RemoveAll(s.notifyDir)

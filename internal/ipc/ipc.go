@@ -12,8 +12,10 @@
 //     connection counts (prefork keeps counters per process; the supervisor adds them up).
 //
 // The socketpair doubles as the parent-death signal: only the supervisor holds the other
-// end, so when the supervisor dies for any reason, even SIGKILL, the worker reads EOF and
-// drains. (Pdeathsig in Go is tied to the OS thread that forked, so it is not reliable.)
+// end, so when the supervisor dies for any reason, even SIGKILL, or re-executes itself, the
+// worker reads EOF. Then it drains, or, given EnvAdopt, serves on and waits for the next
+// supervisor to adopt it (rejoin.go). (Pdeathsig in Go is tied to the OS thread that
+// forked, so it is not reliable, and it fires at an exec.)
 package ipc
 
 import (

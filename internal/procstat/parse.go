@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 )
 
@@ -288,4 +290,22 @@ func auxvClockTicks(b []byte) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// StartTime returns when process pid started, in clock ticks after boot (/proc/PID/stat's
+// field 22): with the pid it names one process across pid reuse. root is /proc's path
+// ("" for /proc).
+func StartTime(root string, pid int) (uint64, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("read start time: %w", err)
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return 0, fmt.Errorf("read start time of %d: %w", pid, err)
+	}
+	return st.starttime, nil
 }

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+// loadProbe sends requests until stopped: one goroutine a fresh connection every
+// millisecond, two on keep-alive connections; it counts every failure (refused, reset, no
+// answer, not 200).
+type loadProbe struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	errs       []string
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoadProbe(url string) *loadProbe {
+	p := &loadProbe{stop: make(chan struct{})}
+	run := func(c *http.Client, every time.Duration) {
+		defer p.wg.Done()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(every):
+			}
+			resp, err := c.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			if err != nil {
+				p.failed.Add(1)
+				p.mu.Lock()
+				if len(p.errs) < 5 {
+					p.errs = append(p.errs, err.Error())
+				}
+				p.mu.Unlock()
+				continue
+			}
+			p.ok.Add(1)
+		}
+	}
+	p.wg.Add(3)
+	go run(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, time.Millisecond)
+	for range 2 {
+		go run(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}, 0)
+	}
+	return p
+}
+
+func (p *loadProbe) end(t *testing.T) {
+	t.Helper()
+	close(p.stop)
+	p.wg.Wait()
+	if p.failed.Load() != 0 || p.ok.Load() == 0 {
+		t.Errorf("requests: %d ok, %d failed (%v), want none failed", p.ok.Load(), p.failed.Load(), p.errs)
+	}
+	t.Logf("requests: %d ok, 0 failed", p.ok.Load())
+}
+
+// supervisorProc runs the real supervisor binary in a process of its own.
+func startSupervisorBin(t *testing.T, bins binaries, cfg, socket, listen string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bins.supervisor, "run", "-config", cfg, "-socket", socket, "-listen", listen, "--", bins.worker)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("supervisor %d log:\n%s", cmd.Process.Pid, logs)
+		}
+	})
+	return cmd
+}
+
+// supervisorKill9Adopt: the supervisor is killed with -9 under load; its workers serve on;
+// a new supervisor on the same control socket adopts them all (same pids, shown adopted)
+// within a second of its start, a rolling reload then replaces them, and a kill -9 of a
+// worker after that is restarted as usual. Nothing fails throughout.
+func supervisorKill9Adopt(t *testing.T, bins binaries) {
+	dir := t.TempDir()
+	db := seedtest.Tiny(t, dir, false)
+	cfg := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	listen := "127.0.0.1:" + freePort(t)
+	ctl := &runningCluster{socket: sock}
+	first := startSupervisorBin(t, bins, cfg, sock, listen)
+	var st statusReply
+	waitUntil(t, 60*time.Second, "cluster online", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	old := workerPIDs(st)
+	probe := startLoadProbe("http://" + listen + "/health")
+	time.Sleep(300 * time.Millisecond)
+	first.Process.Kill()
+	first.Wait()
+	time.Sleep(500 * time.Millisecond) // unsupervised, and serving
+	for _, pid := range old {
+		if processGone(pid) {
+			t.Fatalf("worker %d died with its supervisor", pid)
+		}
+	}
+	began := time.Now()
+	startSupervisorBin(t, bins, cfg, sock, listen)
+	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	took := time.Since(began)
+	if got := workerPIDs(st); !slices.Equal(got, old) || !st.Workers[0].Adopted || !st.Workers[1].Adopted {
+		t.Fatalf("after the new supervisor: %+v, want the old workers %v adopted", st.Workers, old)
+	}
+	t.Logf("adopted %v %v after the new supervisor's start", old, took.Round(time.Millisecond))
+	if table, err := ctl.cmd("status"); err != nil || !hasLine(table, "worker 0: adopted (started by the previous supervisor)") {
+		t.Errorf("status table: %v\n%s", err, table)
+	}
+	if out, err := ctl.cmd("reload"); err != nil {
+		t.Fatalf("reload of adopted workers: %v\n%s", err, out)
+	}
+	st, _ = ctl.status()
+	for i, w := range st.Workers {
+		if w.PID == old[i] || w.Adopted {
+			t.Errorf("after reload, slot %d: %+v (old pid %d)", i, w, old[i])
+		}
+	}
+	waitUntil(t, 15*time.Second, "the adopted workers gone", func() bool { return processGone(old[0]) && processGone(old[1]) })
+	time.Sleep(200 * time.Millisecond)
+	probe.end(t)
+}
+
+func hasLine(text, line string) bool {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if sc.Text() == line {
+			return true
+		}
+	}
+	return false
+}
+
+// socketInode is the inode of a worker's listening socket(s), "" if unreadable.
+func socketInode(pid int) string {
+	ls, err := procstat.Listeners("", pid)
+	if err != nil || len(ls) == 0 {
+		return ""
+	}
+	var s []string
+	for _, l := range ls {
+		s = append(s, strconv.FormatUint(l.Inode, 10))
+	}
+	return strings.Join(s, ",")
+}
+
+// supervisorUpgrade: 20 upgrades in place under load, alternating two builds: the
+// supervisor's pid stays, its image changes, the workers and their sockets stay, nothing
+// fails; a binary that is no supervisor is refused and the running one goes on.
+func supervisorUpgrade(t *testing.T, a, b binaries) {
+	dir := t.TempDir()
+	db := seedtest.Tiny(t, dir, false)
+	cfg := filepath.Join(dir, "cluster.yaml")
+	// No command: each image runs the worker beside it, so the upgraded one reloads into
+	// its own build's worker.
+	os.WriteFile(cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	listen := "127.0.0.1:" + freePort(t)
+	ctl := &runningCluster{socket: sock}
+	cmd := exec.Command(a.supervisor, "run", "-config", cfg, "-socket", sock, "-listen", listen)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs)
+		}
+	})
+	var st statusReply
+	waitUntil(t, 60*time.Second, "cluster online", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	workers := workerPIDs(st)
+	inodes := []string{socketInode(workers[0]), socketInode(workers[1])}
+	if inodes[0] == "" || inodes[0] == inodes[1] {
+		t.Fatalf("listening sockets %v: want one of its own per worker", inodes)
+	}
+	probe := startLoadProbe("http://" + listen + "/health")
+
+	if out, err := ctl.cmd("upgrade", "-binary", "/bin/true"); err == nil || !strings.Contains(out+err.Error(), "does not print the supervisor's usage") {
+		t.Errorf("upgrade to /bin/true: %v %s, want it refused", err, out)
+	}
+	for i := range 20 {
+		bin := b.supervisor
+		if i%2 == 1 {
+			bin = a.supervisor
+		}
+		if out, err := ctl.cmd("upgrade", "-binary", bin); err != nil {
+			t.Fatalf("upgrade %d to %s: %v\n%s", i, bin, err, out)
+		}
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); exe != bin {
+			t.Fatalf("upgrade %d: supervisor pid %d runs %q, want %s", i, cmd.Process.Pid, exe, bin)
+		}
+		st, _ = ctl.status()
+		if got := workerPIDs(st); !slices.Equal(got, workers) {
+			t.Fatalf("upgrade %d: workers %v, want %v unchanged", i, got, workers)
+		}
+		for j, w := range workers {
+			if in := socketInode(w); in != inodes[j] {
+				t.Fatalf("upgrade %d: worker %d's socket %s, was %s", i, w, in, inodes[j])
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	probe.end(t)
+}

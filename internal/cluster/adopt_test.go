@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// prober does one request on a fresh connection every millisecond until stopped, and
+// counts what failed (refused, reset, no answer).
+type prober struct {
+	ok, failed atomic.Int64
+	lastErr    atomic.Value
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startProber(addr string) *prober {
+	p := &prober{stop: make(chan struct{})}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			resp, err := c.Get("http://" + addr + "/")
+			if err != nil {
+				p.failed.Add(1)
+				p.lastErr.Store(err.Error())
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				p.failed.Add(1)
+				continue
+			}
+			p.ok.Add(1)
+		}
+	}()
+	return p
+}
+
+func (p *prober) end() (ok, failed int64, last any) {
+	close(p.stop)
+	p.wg.Wait()
+	return p.ok.Load(), p.failed.Load(), p.lastErr.Load()
+}
+
+// TestAdoptAfterSupervisorKill9: the supervisor is killed with -9 under load; its workers
+// serve on, unsupervised; a new supervisor on the same rendezvous adopts every one of them
+// (same pids, same sockets) and a rolling reload then replaces them. Nothing fails.
+func TestAdoptAfterSupervisorKill9(t *testing.T) {
+	t.Parallel()
+	rv := filepath.Join(t.TempDir(), "adopt.sock")
+	cmd, addr, old := startSupervisorProcess(t, "FAKE_ADOPT="+rv, "FAKE_ADOPT_WAIT=20s")
+	pr := startProber(addr)
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	time.Sleep(500 * time.Millisecond) // unsupervised, still serving
+	for _, p := range old {
+		if gone(p) {
+			t.Fatalf("worker %d died with its supervisor", p)
+		}
+	}
+	began := time.Now()
+	s, logs := startClusterOpts(t, Config{Instances: 2, Listen: addr}, Options{Adopt: rv})
+	took := time.Since(began)
+	var pids []int
+	for _, r := range s.Status() {
+		pids = append(pids, r.PID)
+		if r.Status != StateOnline {
+			t.Errorf("adopted worker %+v not online", r)
+		}
+	}
+	if !slices.Equal(pids, old) {
+		t.Fatalf("pids after adoption %v, want the old workers %v", pids, old)
+	}
+	if took > 2*time.Second {
+		t.Errorf("adoption took %v, want within the window (at most %v)", took, adoptWindowMax)
+	}
+	waitFor(t, 5*time.Second, "the adopted workers' output through the new pipe", func() bool {
+		return strings.Count(logs.String(), "fake worker adopted") == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the adopted workers gone after the reload", func() bool { return gone(old[0]) && gone(old[1]) })
+	time.Sleep(100 * time.Millisecond)
+	if ok, failed, last := pr.end(); failed != 0 || ok == 0 {
+		t.Errorf("requests: %d ok, %d failed (last error %v), want none failed", ok, failed, last)
+	}
+}
+
+// TestAbandonedWorkersExit: without a new supervisor, the workers of a killed one drain and
+// exit after adopt_wait.
+func TestAbandonedWorkersExit(t *testing.T) {
+	t.Parallel()
+	rv := filepath.Join(t.TempDir(), "adopt.sock")
+	cmd, _, old := startSupervisorProcess(t, "FAKE_ADOPT="+rv, "FAKE_ADOPT_WAIT=1s")
+	cmd.Process.Kill()
+	cmd.Wait()
+	time.Sleep(500 * time.Millisecond)
+	if gone(old[0]) || gone(old[1]) {
+		t.Fatal("workers died before adopt_wait")
+	}
+	waitFor(t, 10*time.Second, "abandoned workers gone", func() bool { return gone(old[0]) && gone(old[1]) })
+}
