@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Reasons a connection ends that are not failures, and failures that are not errnos.
@@ -37,6 +39,9 @@ type conn struct {
 	since   int64 // csConnecting: when the connect started
 	retryAt int64 // csIdle: when to connect again
 	fails   int   // consecutive failed connects
+	tried   bool  // a connect was made: the next one is a reconnect
+
+	reconnects int64 // connects after the first
 
 	buf      []byte
 	r, n     int // unread bytes are buf[r:n]
@@ -77,6 +82,13 @@ func (c *conn) connect(now int64) {
 		c.finish()
 		return
 	}
+	if c.tried {
+		c.reconnects++
+	}
+	c.tried = true
+	if obs := e.onConnect; obs != nil {
+		obs(c.id, now)
+	}
 	fd, err := unix.Socket(e.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		c.connectFailed(now)
@@ -85,6 +97,14 @@ func (c *conn) connect(now int64) {
 	// Requests leave as soon as they are written, as every HTTP client does.
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c.fd = fd
+	if b := c.l.bind; len(b) > 0 {
+		// Connection n comes from source address n mod k; bind() reserves no port, so
+		// that connect() still picks one for this destination only.
+		if srcaddr.NoPort(fd) != nil || unix.Bind(fd, b[c.id%len(b)]) != nil {
+			c.connectFailed(now)
+			return
+		}
+	}
 	switch err := unix.Connect(fd, c.l.sa); err {
 	case nil:
 		c.opened(now)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Latency histogram range, in microseconds.
@@ -42,6 +45,14 @@ type Result struct {
 	// Samples are taken every SampleInterval; a last partial interval is dropped.
 	Samples   []Sample
 	Generator GeneratorCPU
+	// Spread is how the connections were spread over source addresses.
+	Spread srcaddr.Spread
+	// ConnectRate is the pace the connections were first opened at, in connects per
+	// second; 0: all at once.
+	ConnectRate float64
+	// Reconnects counts the connects made after a connection's first: after the server
+	// closed it, after a failure or timeout, and retries of failed connects.
+	Reconnects int64
 }
 
 // Duration is the run's length.
@@ -81,13 +92,19 @@ type engine struct {
 	amount   bool
 	budget   atomic.Int64 // Amount left to claim
 	nsPer    float64      // open loop: nanoseconds between requests
-	base     time.Time    // now() counts from here
-	t0       int64        // now() when the run started
-	stopAt   int64        // open loop: no request due later than this is sent (t0 + Duration)
+	nsOpen   float64      // nanoseconds between first connects; 0: all at once
+	spread   srcaddr.Spread
+	bind     []unix.Sockaddr // spread.Addrs as sockaddrs; each loop binds with its own copies
+	base     time.Time       // now() counts from here
+	t0       int64           // now() when the run started
+	stopAt   int64           // open loop: no request due later than this is sent (t0 + Duration)
 	nconns   int
 	loops    []*loop
 	// observe, set only by tests, sees every response: its connection, status and due time.
 	observe func(conn, status int, due int64)
+	// onConnect, set only by tests, sees every connect the loops start: the connection
+	// and when (now()); called from the loops' goroutines.
+	onConnect func(conn int, at int64)
 
 	stopped atomic.Bool
 	wg      sync.WaitGroup
@@ -104,6 +121,11 @@ func (e *engine) now() int64 { return int64(time.Since(e.base)) }
 func (e *engine) dueAt(id int, j int64) int64 {
 	k := int64(id) + j*int64(e.nconns)
 	return e.t0 + int64(float64(k)*e.nsPer)
+}
+
+// openAt is when the connection at position k of the opening order may first connect.
+func (e *engine) openAt(k int) int64 {
+	return e.t0 + int64(float64(k)*e.nsOpen)
 }
 
 // claim takes up to k requests from the Amount budget and returns how many it got.
@@ -152,17 +174,30 @@ func newEngine(cfg Config) (*engine, error) {
 	if e.rate {
 		e.nsPer = 1e9 / c.Rate
 	}
+	if c.ConnectRate > 0 {
+		e.nsOpen = 1e9 / c.ConnectRate
+	}
 	e.budget.Store(c.Amount)
 	return e, nil
 }
 
 // start makes the first connection with package net (which resolves the name and checks
-// that a server is there), gives its socket to the first loop, and runs.
+// that a server is there), plans the spread over source addresses, gives the first
+// connection's socket to the first loop, and runs.
 func (e *engine) start(ctx context.Context) (*Result, error) {
+	e.spread = srcaddr.Plan(e.destination(ctx), e.nconns, e.cfg.PerAddr, e.cfg.LocalAddrs)
 	d := net.Dialer{Timeout: e.cfg.Timeout}
+	from := ""
+	if src := e.spread.For(0); src.IsValid() {
+		// Connection 0 too comes from its planned address, which also says at once when
+		// a given address cannot be used.
+		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+		d.Control = srcaddr.Control
+		from = " from " + src.String()
+	}
 	probe, err := d.DialContext(ctx, "tcp", e.tgt.addr)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", e.tgt.addr, err)
+		return nil, fmt.Errorf("connect to %s%s: %w", e.tgt.addr, from, err)
 	}
 	addr, _ := probe.RemoteAddr().(*net.TCPAddr)
 	if addr == nil {
@@ -187,6 +222,9 @@ func (e *engine) start(ctx context.Context) (*Result, error) {
 		}
 		e.family, e.sockaddr = unix.AF_INET6, sa
 	}
+	for _, a := range e.spread.Addrs {
+		e.bind = append(e.bind, sockaddr(a))
+	}
 	// Workers take contiguous shares of the connections; with fewer connections than
 	// workers some have none and are not started.
 	w := e.cfg.Workers
@@ -205,8 +243,36 @@ func (e *engine) start(ctx context.Context) (*Result, error) {
 		}
 		e.loops = append(e.loops, l)
 	}
+	// The loops open their connections in turn, so that every worker has some open from
+	// the start of a paced opening.
+	for i, l := range e.loops {
+		l.order, l.stride = i, len(e.loops)
+	}
 	e.loops[0].conns[0].fd = first
 	return e.run(ctx), nil
+}
+
+// destination is the address the target's name stands for (the first the resolver
+// gives, as the dial tries first), or the zero Addr if it has none: all srcaddr.Plan
+// needs to know is whether it is IPv4 loopback.
+func (e *engine) destination(ctx context.Context) netip.Addr {
+	host, _, _ := net.SplitHostPort(e.tgt.addr)
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}
+	}
+	return ips[0]
+}
+
+// sockaddr is a as a source address to bind, port 0.
+func sockaddr(a netip.Addr) unix.Sockaddr {
+	if a.Is4() {
+		return &unix.SockaddrInet4{Addr: a.As4()}
+	}
+	return &unix.SockaddrInet6{Addr: a.As16()}
 }
 
 // detach takes the socket of a connection dialed through package net for a loop to own:
@@ -322,12 +388,17 @@ loop:
 			res.Bytes += c.bytes.Load()
 			res.Errors += c.errs.Load()
 			res.Timeouts += c.tmo
+			res.Reconnects += c.reconnects
 			for code, n := range c.codes {
 				if n > 0 {
 					res.StatusCodes[code] += n
 				}
 			}
 		}
+	}
+	res.Spread = e.spread
+	if e.nsOpen > 0 {
+		res.ConnectRate = e.cfg.ConnectRate
 	}
 	w := float64(e.cfg.Workers)
 	if len(res.Samples) == 0 { // a run shorter than one interval: its average is its peak
