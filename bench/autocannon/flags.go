@@ -27,6 +27,8 @@ type options struct {
 	headers        []loadgen.Header
 	overallRate    float64 // -R
 	connectionRate float64 // -r
+	localAddrs     []netip.Addr
+	connectRate    float64 // --connect-rate: 0 the default, negative unbounded
 	timeout        time.Duration
 	sampleInt      time.Duration
 	title          string
@@ -36,8 +38,6 @@ type options struct {
 	statusCodes    bool
 	serverPID      int
 	histLog        string // --hist-log: write the latencies as an HdrHistogram interval log
-	localAddrs     []netip.Addr
-	connectRate    float64 // --connect-rate: 0 the default, negative unbounded
 	help           bool
 }
 
@@ -92,6 +92,22 @@ var flagDefs = []flagDef{
 	}},
 	{[]string{"overallRate", "R"}, valueFlag, func(o *options, v string) error { return rate(v, &o.overallRate) }},
 	{[]string{"connectionRate", "r"}, valueFlag, func(o *options, v string) error { return rate(v, &o.connectionRate) }},
+	{[]string{"local-addrs"}, valueFlag, func(o *options, v string) (err error) {
+		o.localAddrs, err = parseAddrRange(v)
+		return err
+	}},
+	{[]string{"connect-rate"}, valueFlag, func(o *options, v string) error {
+		r, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r):
+			return errors.New("want connects per second, or 0 for all at once")
+		case r == 0:
+			o.connectRate = -1
+		default:
+			o.connectRate = r
+		}
+		return nil
+	}},
 	{[]string{"timeout", "t"}, valueFlag, func(o *options, v string) (err error) {
 		o.timeout, err = parseSeconds(v)
 		if err == nil && o.timeout <= 0 {
@@ -110,22 +126,6 @@ var flagDefs = []flagDef{
 	{[]string{"title", "T"}, valueFlag, func(o *options, v string) error { o.title = v; return nil }},
 	{[]string{"server-pid"}, valueFlag, func(o *options, v string) error { return positiveInt(v, &o.serverPID) }},
 	{[]string{"hist-log"}, valueFlag, func(o *options, v string) error { o.histLog = v; return nil }},
-	{[]string{"local-addrs"}, valueFlag, func(o *options, v string) (err error) {
-		o.localAddrs, err = parseAddrRange(v)
-		return err
-	}},
-	{[]string{"connect-rate"}, valueFlag, func(o *options, v string) error {
-		r, err := strconv.ParseFloat(v, 64)
-		switch {
-		case err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r):
-			return errors.New("want connects per second, or 0 for all at once")
-		case r == 0:
-			o.connectRate = -1
-		default:
-			o.connectRate = r
-		}
-		return nil
-	}},
 	{[]string{"json", "j"}, boolFlag, func(o *options, _ string) error { o.json = true; return nil }},
 	{[]string{"latency", "l", "renderLatencyTable"}, boolFlag, func(o *options, _ string) error { o.latencyTable = true; return nil }},
 	{[]string{"no-progress", "n"}, boolFlag, func(o *options, _ string) error { o.noProgress = true; return nil }},

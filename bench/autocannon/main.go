@@ -11,12 +11,14 @@
 // the progress line; the tables go to stdout and the progress line to stderr. The JSON
 // output has autocannon's fields plus "mode", "rate", "per_second" (each sample: t,
 // requests, bytes, errors), "generator" (its CPU: workers, cpu_user_s, cpu_sys_s,
-// max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound), "spread" (the source
-// addresses the connections came from: addrs, auto, connections, max_per_pair),
-// "connect_rate" (the pace of the first connects, per second; 0: all at once),
-// "reconnects" and, with --server-pid,
+// max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound) and, with --server-pid,
 // "server" (the server's CPU per request, peak RSS, bytes per request, host CPU split and
 // per-second samples).
+//
+// The connections are spread over source addresses (--local-addrs, or by default on a
+// loopback target 127.0.0.2, .3, …: internal/srcaddr) and opened at a bounded pace
+// (--connect-rate); the JSON says so in "spread" (addrs, auto, connections,
+// max_per_pair), "connect_rate" (per second; 0: all at once) and "reconnects".
 package main
 
 import (
@@ -80,11 +82,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Duration:       o.duration,
 		Amount:         o.amount,
 		Rate:           o.rate(),
+		LocalAddrs:     o.localAddrs,
+		ConnectRate:    o.connectRate,
 		Timeout:        o.timeout,
 		Workers:        o.workers,
 		SampleInterval: o.sampleInt,
-		LocalAddrs:     o.localAddrs,
-		ConnectRate:    o.connectRate,
 	}
 	var progress *progressPrinter
 	if !o.json && !o.noProgress && (o.amount > 0 || o.duration > 2*time.Second) {

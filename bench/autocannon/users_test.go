@@ -253,7 +253,7 @@ func TestUsersVerdict(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"pass", 0, []string{"users: 4 (4000 user-equivalents)\nconnections: 4 from the kernel's choice of source address\n", "PASS", "requests by route: feed",
+		{"pass", 0, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed",
 			"latency by route in the hold:\n  feed   "}, ""},
 		{"fail", http.StatusInternalServerError, []string{"FAIL: failures 100.00% >= 1%", "status: 500×"}, "FAIL"},
 	}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Config describes a run. Its zero value, plus a URL, is autocannon's default run: 10
@@ -136,9 +134,6 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.ReadBuffer <= 0 {
 		d.ReadBuffer = DefaultReadBuffer
-	}
-	if d.PerAddr <= 0 {
-		d.PerAddr = srcaddr.PerAddr("")
 	}
 	if d.ConnectRate == 0 && d.Connections > ConnectBurst {
 		d.ConnectRate = DefaultConnectRate

@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Reasons a connection ends that are not failures, and failures that are not errnos.
@@ -35,13 +33,11 @@ type conn struct {
 
 	fd      int // -1 when none
 	state   uint8
+	tried   bool  // a connect was made: the next one is a reconnect
 	done    bool  // Amount reached: nothing more to send
 	since   int64 // csConnecting: when the connect started
 	retryAt int64 // csIdle: when to connect again
 	fails   int   // consecutive failed connects
-	tried   bool  // a connect was made: the next one is a reconnect
-
-	reconnects int64 // connects after the first
 
 	buf      []byte
 	r, n     int // unread bytes are buf[r:n]
@@ -58,6 +54,8 @@ type conn struct {
 	wrote int64        // requests written
 	tmo   int64        // timeouts
 	idx   int64        // open loop: this connection's next request number
+
+	reconnects int64 // connects after the first
 
 	// Sampled by the controller while the loop runs.
 	responses, bytes, errs atomic.Int64
@@ -94,17 +92,14 @@ func (c *conn) connect(now int64) {
 		c.connectFailed(now)
 		return
 	}
+	if c.bindSource(fd) != nil {
+		unix.Close(fd)
+		c.connectFailed(now)
+		return
+	}
 	// Requests leave as soon as they are written, as every HTTP client does.
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c.fd = fd
-	if b := c.l.bind; len(b) > 0 {
-		// Connection n comes from source address n mod k; bind() reserves no port, so
-		// that connect() still picks one for this destination only.
-		if srcaddr.NoPort(fd) != nil || unix.Bind(fd, b[c.id%len(b)]) != nil {
-			c.connectFailed(now)
-			return
-		}
-	}
 	switch err := unix.Connect(fd, c.l.sa); err {
 	case nil:
 		c.opened(now)

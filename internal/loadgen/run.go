@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
-
-	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // Latency histogram range, in microseconds.
@@ -38,6 +35,9 @@ type Result struct {
 	Bytes         int64     // bytes read, heads and bodies
 	Errors        int64     // connection failures, parse errors and timeouts
 	Timeouts      int64     // requests past Config.Timeout (also counted in Errors)
+	// Connections says how the connections were made: their spread over source
+	// addresses, the pace of their first connects, and the reconnects.
+	Connections
 	// StatusCodes counts responses by status code.
 	StatusCodes map[int]int64
 	// Latency holds every response's latency in microseconds.
@@ -45,14 +45,6 @@ type Result struct {
 	// Samples are taken every SampleInterval; a last partial interval is dropped.
 	Samples   []Sample
 	Generator GeneratorCPU
-	// Spread is how the connections were spread over source addresses.
-	Spread srcaddr.Spread
-	// ConnectRate is the pace the connections were first opened at, in connects per
-	// second; 0: all at once.
-	ConnectRate float64
-	// Reconnects counts the connects made after a connection's first: after the server
-	// closed it, after a failure or timeout, and retries of failed connects.
-	Reconnects int64
 }
 
 // Duration is the run's length.
@@ -93,21 +85,23 @@ type engine struct {
 	budget   atomic.Int64 // Amount left to claim
 	nsPer    float64      // open loop: nanoseconds between requests
 	nsOpen   float64      // nanoseconds between first connects; 0: all at once
-	spread   srcaddr.Spread
-	bind     []unix.Sockaddr // spread.Addrs as sockaddrs; each loop binds with its own copies
-	base     time.Time       // now() counts from here
-	t0       int64           // now() when the run started
-	stopAt   int64           // open loop: no request due later than this is sent (t0 + Duration)
+	made     Connections  // the spread planned, and the pace
+	base     time.Time    // now() counts from here
+	t0       int64        // now() when the run started
+	stopAt   int64        // open loop: no request due later than this is sent (t0 + Duration)
 	nconns   int
 	loops    []*loop
 	// observe, set only by tests, sees every response: its connection, status and due time.
 	observe func(conn, status int, due int64)
-	// onConnect, set only by tests, sees every connect the loops start: the connection
-	// and when (now()); called from the loops' goroutines.
-	onConnect func(conn int, at int64)
 
 	stopped atomic.Bool
 	wg      sync.WaitGroup
+
+	// bind is made.Spread.Addrs as sockaddrs; each loop binds with its own copies.
+	bind []unix.Sockaddr
+	// onConnect, set only by tests, sees every connect the loops start: the connection
+	// and when (now()); called from the loops' goroutines.
+	onConnect func(conn int, at int64)
 }
 
 func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(minLatency, maxLatency, 3) }
@@ -185,16 +179,8 @@ func newEngine(cfg Config) (*engine, error) {
 // that a server is there), plans the spread over source addresses, gives the first
 // connection's socket to the first loop, and runs.
 func (e *engine) start(ctx context.Context) (*Result, error) {
-	e.spread = srcaddr.Plan(e.destination(ctx), e.nconns, e.cfg.PerAddr, e.cfg.LocalAddrs)
 	d := net.Dialer{Timeout: e.cfg.Timeout}
-	from := ""
-	if src := e.spread.For(0); src.IsValid() {
-		// Connection 0 too comes from its planned address, which also says at once when
-		// a given address cannot be used.
-		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
-		d.Control = srcaddr.Control
-		from = " from " + src.String()
-	}
+	from := e.planSpread(ctx, &d)
 	probe, err := d.DialContext(ctx, "tcp", e.tgt.addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s%s: %w", e.tgt.addr, from, err)
@@ -222,9 +208,6 @@ func (e *engine) start(ctx context.Context) (*Result, error) {
 		}
 		e.family, e.sockaddr = unix.AF_INET6, sa
 	}
-	for _, a := range e.spread.Addrs {
-		e.bind = append(e.bind, sockaddr(a))
-	}
 	// Workers take contiguous shares of the connections; with fewer connections than
 	// workers some have none and are not started.
 	w := e.cfg.Workers
@@ -250,29 +233,6 @@ func (e *engine) start(ctx context.Context) (*Result, error) {
 	}
 	e.loops[0].conns[0].fd = first
 	return e.run(ctx), nil
-}
-
-// destination is the address the target's name stands for (the first the resolver
-// gives, as the dial tries first), or the zero Addr if it has none: all srcaddr.Plan
-// needs to know is whether it is IPv4 loopback.
-func (e *engine) destination(ctx context.Context) netip.Addr {
-	host, _, _ := net.SplitHostPort(e.tgt.addr)
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(ips) == 0 {
-		return netip.Addr{}
-	}
-	return ips[0]
-}
-
-// sockaddr is a as a source address to bind, port 0.
-func sockaddr(a netip.Addr) unix.Sockaddr {
-	if a.Is4() {
-		return &unix.SockaddrInet4{Addr: a.As4()}
-	}
-	return &unix.SockaddrInet6{Addr: a.As16()}
 }
 
 // detach takes the socket of a connection dialed through package net for a loop to own:
@@ -388,7 +348,6 @@ loop:
 			res.Bytes += c.bytes.Load()
 			res.Errors += c.errs.Load()
 			res.Timeouts += c.tmo
-			res.Reconnects += c.reconnects
 			for code, n := range c.codes {
 				if n > 0 {
 					res.StatusCodes[code] += n
@@ -396,10 +355,7 @@ loop:
 			}
 		}
 	}
-	res.Spread = e.spread
-	if e.nsOpen > 0 {
-		res.ConnectRate = e.cfg.ConnectRate
-	}
+	res.Connections = e.connections()
 	w := float64(e.cfg.Workers)
 	if len(res.Samples) == 0 { // a run shorter than one interval: its average is its peak
 		if secs := res.Duration().Seconds(); secs > 0 {
