@@ -357,7 +357,7 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   --renderStatusCodes      print the count of each status code
   --local-addrs A-B        spread the connections over these source addresses: A-B (a
                            range) or A,B,… (default: on a loopback IPv4 target, as many of
-                           127.0.0.2, .3, … as keep each pair at 40 % of the port
+                           127.0.0.2, .3, … as keep each pair at or under 40 % of the port
                            range's even half: 5,646 with Linux's default range)
   --connect-rate NUM       open the connections at NUM per second; 0: all at once
                            (default: all at once up to 1,000 connections, 10,000/s above)
