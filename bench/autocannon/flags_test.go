@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -89,6 +90,22 @@ func TestParseArgs(t *testing.T) {
 			want: with(defaults("http://h/"), func(o *options) { o.connectionRate = 7 }),
 		},
 		{
+			name: "source addresses and connect rate",
+			args: []string{"-c", "20000", "--local-addrs", "127.0.0.2-127.0.0.4", "--connect-rate", "2500", "http://h/"},
+			want: with(defaults("http://h/"), func(o *options) {
+				o.connections, o.connectRate = 20000, 2500
+				o.localAddrs = []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4")}
+			}),
+		},
+		{
+			name: "connect rate 0: all at once",
+			args: []string{"--connect-rate=0", "--local-addrs", "10.0.0.1,10.0.0.9", "http://h/"},
+			want: with(defaults("http://h/"), func(o *options) {
+				o.connectRate = -1
+				o.localAddrs = []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.9")}
+			}),
+		},
+		{
 			name: "a path uses PORT",
 			args: []string{"/posts/1"},
 			env:  map[string]string{"PORT": "3801"},
@@ -135,6 +152,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{name: "value flag in a group", args: []string{"-jc", "http://h/"}, want: "cannot be grouped"},
 		{name: "https", args: []string{"https://h/"}, want: "only http"},
 		{name: "path without PORT", args: []string{"/x"}, want: "set PORT"},
+		{name: "bad source address", args: []string{"--local-addrs", "127.0.0.9-127.0.0.2", "http://h/"}, want: "--local-addrs"},
+		{name: "negative connect rate", args: []string{"--connect-rate", "-5", "http://h/"}, want: "or 0 for all at once"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,11 @@
 // max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound) and, with --server-pid,
 // "server" (the server's CPU per request, peak RSS, bytes per request, host CPU split and
 // per-second samples).
+//
+// The connections are spread over source addresses (--local-addrs, or by default on a
+// loopback target 127.0.0.2, .3, …: internal/srcaddr) and opened at a bounded pace
+// (--connect-rate); the JSON says so in "spread" (addrs, auto, connections,
+// max_per_pair), "connect_rate" (per second; 0: all at once) and "reconnects".
 package main
 
 import (
@@ -77,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Duration:       o.duration,
 		Amount:         o.amount,
 		Rate:           o.rate(),
+		LocalAddrs:     o.localAddrs,
+		ConnectRate:    o.connectRate,
 		Timeout:        o.timeout,
 		Workers:        o.workers,
 		SampleInterval: o.sampleInt,

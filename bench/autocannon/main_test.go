@@ -56,6 +56,7 @@ func TestRunText(t *testing.T) {
 		"Req/Bytes counts sampled once per second.\n# of samples: 0\n",
 		"│ Percentile │ Latency (ms) │", "│ 99.999     │",
 		"\n50 requests in ",
+		"connections: 2 from the kernel's choice of source address, opened all at once, 0 reconnects\n",
 		"generator: ",
 	} {
 		if !strings.Contains(out, want) {
@@ -98,7 +99,8 @@ func TestRunJSON(t *testing.T) {
 	keySets := map[string][]string{
 		"": {"title", "url", "connections", "sampleInt", "pipelining", "workers", "duration", "samples", "start", "finish",
 			"errors", "timeouts", "mismatches", "non2xx", "resets", "1xx", "2xx", "3xx", "4xx", "5xx", "statusCodeStats",
-			"latency", "requests", "throughput", "mode", "rate", "per_second", "generator", "server"},
+			"latency", "requests", "throughput", "mode", "rate", "spread", "connect_rate", "reconnects", "per_second", "generator", "server"},
+		"spread":     {"addrs", "auto", "connections", "max_per_pair"},
 		"latency":    append(append(slices.Clone(stats), pcts...), "totalCount"),
 		"requests":   append(append(slices.Clone(stats), pcts...), "total", "sent"),
 		"throughput": append(append(slices.Clone(stats), pcts...), "total"),

@@ -9,6 +9,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/onehost/onehost/internal/loadgen"
 	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // percentiles are autocannon's, in its order; JSON keys are "p" + the number with "_"
@@ -48,11 +49,16 @@ type report struct {
 	Requests        dist                 `json:"requests"`
 	Throughput      dist                 `json:"throughput"`
 
-	Mode      string           `json:"mode"` // "closed" or "rate"
-	Rate      float64          `json:"rate"` // the open-loop target, req/s; 0 in closed loop
-	PerSecond []loadgen.Sample `json:"per_second"`
-	Generator generatorReport  `json:"generator"`
-	Server    *serverReport    `json:"server,omitempty"`
+	Mode string  `json:"mode"` // "closed" or "rate"
+	Rate float64 `json:"rate"` // the open-loop target, req/s; 0 in closed loop
+	// How the connections were spread over source addresses, the pace of their first
+	// connects (per second; 0: all at once), and the connects after a connection's first.
+	Spread      srcaddr.Report   `json:"spread"`
+	ConnectRate float64          `json:"connect_rate"`
+	Reconnects  int64            `json:"reconnects"`
+	PerSecond   []loadgen.Sample `json:"per_second"`
+	Generator   generatorReport  `json:"generator"`
+	Server      *serverReport    `json:"server,omitempty"`
 
 	amount int64 // for the banner only
 }
@@ -222,6 +228,9 @@ func newReport(o options, res *loadgen.Result, srv *procstat.Summary) *report {
 		Timeouts:    res.Timeouts,
 		Mode:        res.Mode,
 		Rate:        o.rate(),
+		Spread:      res.Spread.Report(),
+		ConnectRate: res.ConnectRate,
+		Reconnects:  res.Reconnects,
 		PerSecond:   res.Samples,
 		Latency:     latencyDist(res.Latency),
 		amount:      o.amount,

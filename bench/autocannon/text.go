@@ -86,6 +86,7 @@ func printText(w io.Writer, o options, r *report) {
 	if r.Errors > 0 {
 		fmt.Fprintf(&b, "%s errors (%s timeouts)\n", thousands(r.Errors), thousands(r.Timeouts))
 	}
+	b.WriteString(spreadLine(r.Spread, r.ConnectRate, &r.Reconnects))
 
 	g := r.Generator
 	fmt.Fprintf(&b, "generator: %.0f%% CPU of %d workers (peak %.0f%%), %s µs CPU per request\n",

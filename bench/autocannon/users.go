@@ -692,6 +692,7 @@ func printUsersResult(w io.Writer, out usersOutput) {
 	r := out.Result
 	var b strings.Builder
 	fmt.Fprintf(&b, "users: %d (%s user-equivalents)\n", r.Users, usersNum(r.UserEquivalents))
+	b.WriteString(spreadLine(r.Spread, 0, nil))
 	fmt.Fprintf(&b, "requests: %d in %v: %s req/s", r.Requests, r.Elapsed.Round(time.Millisecond), usersNum(r.RPS))
 	if len(r.Stages) > 1 && r.Stages[1].Duration > 0 {
 		fmt.Fprintf(&b, " (hold: %s req/s; the users offer ~%s)", usersNum(r.Stages[1].RPS), usersNum(offeredRate(r.UserEquivalents)))

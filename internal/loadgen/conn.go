@@ -33,6 +33,7 @@ type conn struct {
 
 	fd      int // -1 when none
 	state   uint8
+	tried   bool  // a connect was made: the next one is a reconnect
 	done    bool  // Amount reached: nothing more to send
 	since   int64 // csConnecting: when the connect started
 	retryAt int64 // csIdle: when to connect again
@@ -53,6 +54,8 @@ type conn struct {
 	wrote int64        // requests written
 	tmo   int64        // timeouts
 	idx   int64        // open loop: this connection's next request number
+
+	reconnects int64 // connects after the first
 
 	// Sampled by the controller while the loop runs.
 	responses, bytes, errs atomic.Int64
@@ -77,8 +80,20 @@ func (c *conn) connect(now int64) {
 		c.finish()
 		return
 	}
+	if c.tried {
+		c.reconnects++
+	}
+	c.tried = true
+	if obs := e.onConnect; obs != nil {
+		obs(c.id, now)
+	}
 	fd, err := unix.Socket(e.family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
+		c.connectFailed(now)
+		return
+	}
+	if c.bindSource(fd) != nil {
+		unix.Close(fd)
 		c.connectFailed(now)
 		return
 	}

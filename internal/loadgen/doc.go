@@ -22,6 +22,13 @@
 // or the connection's close) in a reused read buffer without copying bodies; nothing is
 // allocated per request in steady state.
 //
+// Connections are spread over source addresses (package srcaddr: on a loopback target,
+// enough of 127.0.0.2, .3, … that no (source, server) pair nears Linux's connect() cliff
+// at ~14,000; elsewhere Config.LocalAddrs), each socket bound with
+// IP_BIND_ADDRESS_NO_PORT before its connect. Their first connects are paced
+// (Config.ConnectRate: all at once up to 1,000, 10,000/s above); reconnects are not
+// paced, but counted (Result.Reconnects).
+//
 // Linux only (epoll). Non-goals: TLS, HTTP/2, redirects, cookies, varying requests (see
 // bench/autocannon's users mode for scripted journeys), reading response bodies.
 package loadgen

@@ -24,10 +24,11 @@ import (
 // which invites the runtime to hand its P to another thread on every wait.
 type loop struct {
 	e      *engine
-	sa     unix.Sockaddr // the target, this loop's own copy: unix.Connect writes into it
-	lo     int           // id of conns[0]
-	conns  []*conn       // ids lo, lo+1, ...
-	active int           // connections not finished
+	sa     unix.Sockaddr   // the target, this loop's own copy: unix.Connect writes into it
+	bind   []unix.Sockaddr // the source addresses (engine.bind), its own copies likewise
+	lo     int             // id of conns[0]
+	conns  []*conn         // ids lo, lo+1, ...
+	active int             // connections not finished
 	hist   *hdrhistogram.Histogram
 
 	ep     int      // the epoll set
@@ -43,6 +44,10 @@ type loop struct {
 	retryMin       int64   // earliest retryAt in pending
 	nextCheck      int64   // next timeout check
 	checkEvery     int64
+
+	// The first connects: conns[opened:] have not yet made theirs; conns[j] is at position
+	// j·stride + order of the run's opening order (engine.openAt).
+	opened, order, stride int
 
 	// Open loop: the next request to fall due among this loop's connections is request
 	// curJ of connection curID.
@@ -74,6 +79,10 @@ func newLoop(e *engine, lo, hi int) (*loop, error) {
 		checkEvery: int64(min(max(e.cfg.Timeout/10, 5*time.Millisecond), 500*time.Millisecond)),
 		curID:      lo,
 		retryMin:   math.MaxInt64,
+		stride:     1,
+	}
+	for _, sa := range e.bind {
+		l.bind = append(l.bind, copySockaddr(sa))
 	}
 	for id := lo; id < hi; id++ {
 		l.conns = append(l.conns, newConn(l, id))
@@ -130,13 +139,12 @@ func (l *loop) run() {
 	e := l.e
 	now := e.now()
 	l.nextCheck = now + l.checkEvery
-	for _, c := range l.conns {
-		if c.fd >= 0 { // the first connection, made by start
-			c.opened(now)
-		} else {
-			c.connect(now)
-		}
+	if c := l.conns[0]; c.fd >= 0 { // the first connection, made by start
+		c.tried = true
+		c.opened(now)
+		l.opened = 1
 	}
+	l.open(now)
 	for !e.stopped.Load() && l.active > 0 {
 		if err := l.wait(); err != nil {
 			return
@@ -147,6 +155,9 @@ func (l *loop) run() {
 				return
 			}
 			l.conns[ev.Fd].event(ev.Events, now)
+		}
+		if l.opened < len(l.conns) {
+			l.open(now)
 		}
 		if e.rate {
 			l.advance(now)
@@ -167,9 +178,21 @@ func (l *loop) run() {
 	}
 }
 
+// open makes the first connects whose time has come.
+func (l *loop) open(now int64) {
+	for l.opened < len(l.conns) && l.e.openAt(l.opened*l.stride+l.order) <= now {
+		l.conns[l.opened].connect(now)
+		l.opened++
+	}
+}
+
 // finishIdle finishes the connections with nothing in flight once the Amount is spent:
-// in open loop a connection waiting for its next due time hears nothing more.
+// in open loop a connection waiting for its next due time hears nothing more, and one
+// not yet opened has nothing to do.
 func (l *loop) finishIdle() {
+	for ; l.opened < len(l.conns); l.opened++ {
+		l.conns[l.opened].finish()
+	}
 	for _, c := range l.conns {
 		if !c.done && c.state == csOpen && c.fly == 0 {
 			c.finish()
@@ -188,6 +211,9 @@ func (l *loop) wait() error {
 	at := l.nextCheck
 	if len(l.pending) > 0 {
 		at = min(at, l.retryMin)
+	}
+	if l.opened < len(l.conns) {
+		at = min(at, l.e.openAt(l.opened*l.stride+l.order))
 	}
 	if l.e.rate && l.cursorLive() {
 		at = min(at, l.e.dueAt(l.curID, l.curJ))

@@ -35,6 +35,9 @@ type Result struct {
 	Bytes         int64     // bytes read, heads and bodies
 	Errors        int64     // connection failures, parse errors and timeouts
 	Timeouts      int64     // requests past Config.Timeout (also counted in Errors)
+	// Connections says how the connections were made: their spread over source
+	// addresses, the pace of their first connects, and the reconnects.
+	Connections
 	// StatusCodes counts responses by status code.
 	StatusCodes map[int]int64
 	// Latency holds every response's latency in microseconds.
@@ -81,6 +84,8 @@ type engine struct {
 	amount   bool
 	budget   atomic.Int64 // Amount left to claim
 	nsPer    float64      // open loop: nanoseconds between requests
+	nsOpen   float64      // nanoseconds between first connects; 0: all at once
+	made     Connections  // the spread planned, and the pace
 	base     time.Time    // now() counts from here
 	t0       int64        // now() when the run started
 	stopAt   int64        // open loop: no request due later than this is sent (t0 + Duration)
@@ -91,6 +96,12 @@ type engine struct {
 
 	stopped atomic.Bool
 	wg      sync.WaitGroup
+
+	// bind is made.Spread.Addrs as sockaddrs; each loop binds with its own copies.
+	bind []unix.Sockaddr
+	// onConnect, set only by tests, sees every connect the loops start: the connection
+	// and when (now()); called from the loops' goroutines.
+	onConnect func(conn int, at int64)
 }
 
 func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(minLatency, maxLatency, 3) }
@@ -104,6 +115,11 @@ func (e *engine) now() int64 { return int64(time.Since(e.base)) }
 func (e *engine) dueAt(id int, j int64) int64 {
 	k := int64(id) + j*int64(e.nconns)
 	return e.t0 + int64(float64(k)*e.nsPer)
+}
+
+// openAt is when the connection at position k of the opening order may first connect.
+func (e *engine) openAt(k int) int64 {
+	return e.t0 + int64(float64(k)*e.nsOpen)
 }
 
 // claim takes up to k requests from the Amount budget and returns how many it got.
@@ -152,17 +168,22 @@ func newEngine(cfg Config) (*engine, error) {
 	if e.rate {
 		e.nsPer = 1e9 / c.Rate
 	}
+	if c.ConnectRate > 0 {
+		e.nsOpen = 1e9 / c.ConnectRate
+	}
 	e.budget.Store(c.Amount)
 	return e, nil
 }
 
 // start makes the first connection with package net (which resolves the name and checks
-// that a server is there), gives its socket to the first loop, and runs.
+// that a server is there), plans the spread over source addresses, gives the first
+// connection's socket to the first loop, and runs.
 func (e *engine) start(ctx context.Context) (*Result, error) {
 	d := net.Dialer{Timeout: e.cfg.Timeout}
+	from := e.planSpread(ctx, &d)
 	probe, err := d.DialContext(ctx, "tcp", e.tgt.addr)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", e.tgt.addr, err)
+		return nil, fmt.Errorf("connect to %s%s: %w", e.tgt.addr, from, err)
 	}
 	addr, _ := probe.RemoteAddr().(*net.TCPAddr)
 	if addr == nil {
@@ -204,6 +225,11 @@ func (e *engine) start(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		e.loops = append(e.loops, l)
+	}
+	// The loops open their connections in turn, so that every worker has some open from
+	// the start of a paced opening.
+	for i, l := range e.loops {
+		l.order, l.stride = i, len(e.loops)
 	}
 	e.loops[0].conns[0].fd = first
 	return e.run(ctx), nil
@@ -329,6 +355,7 @@ loop:
 			}
 		}
 	}
+	res.Connections = e.connections()
 	w := float64(e.cfg.Workers)
 	if len(res.Samples) == 0 { // a run shorter than one interval: its average is its peak
 		if secs := res.Duration().Seconds(); secs > 0 {

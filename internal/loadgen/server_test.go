@@ -31,6 +31,7 @@ type testServer struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	byIP  map[string]int // connections accepted, by the client's address
 }
 
 func newTestServer(t testing.TB, answer func(seq, total int64) reply) *testServer {
@@ -41,7 +42,7 @@ func newTestServer(t testing.TB, answer func(seq, total int64) reply) *testServe
 	}
 	s := &testServer{
 		URL: "http://" + ln.Addr().String() + "/path?q=1", answer: answer,
-		ln: ln, done: make(chan struct{}), conns: map[net.Conn]struct{}{},
+		ln: ln, done: make(chan struct{}), conns: map[net.Conn]struct{}{}, byIP: map[string]int{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -57,8 +58,10 @@ func (s *testServer) accept() {
 			return
 		}
 		s.accepted.Add(1)
+		ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
+		s.byIP[ip]++
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.serve(c)
