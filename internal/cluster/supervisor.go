@@ -23,7 +23,8 @@
 // serving.go (a worker that does not serve its slot's socket is shown not-serving). In
 // fork mode (Config.ExecMode) the workers get no socket at all.
 //
-// The files: supervisor.go (the state, the loop, Start, Status, Stop), sockets.go (the
+// The files: supervisor.go (the state, the loop, Start, Stop), status.go (Status and the
+// systemd notifications), sockets.go (the
 // slots' sockets and the steering's live list), spawn.go (starting a worker), health.go
 // (its messages, stats polls, heartbeats and deadlines), restart.go (exits, crash restarts
 // with backoff, draining), reload.go (Reload, Restart, Scale), adopt.go (taking over the
@@ -39,9 +40,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -50,7 +48,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/ipc"
-	"github.com/onehost/onehost/internal/sdnotify"
 	"github.com/onehost/onehost/internal/steering"
 )
 
@@ -400,66 +397,6 @@ func (s *Supervisor) loop() {
 	}
 }
 
-// notify passes a systemd notification to Options.Notify.
-func (s *Supervisor) notify(state string) {
-	if s.opt.Notify != nil {
-		s.opt.Notify(state)
-	}
-}
-
-// summary is the one-line state of the cluster for STATUS= (loop only).
-func (s *Supervisor) summary() string {
-	online, errored := 0, 0
-	rps := 0.0
-	for _, sl := range s.slots {
-		switch {
-		case sl.cur != nil && sl.cur.state == StateOnline:
-			online++
-			rps += sl.cur.rps
-		case sl.state == StateErrored:
-			errored++
-		}
-	}
-	return fmt.Sprintf("%d/%d online, %d errored, %s req/s", online, len(s.slots), errored, groupThousands(int64(rps+0.5)))
-}
-
-// groupThousands writes n as 14,200.
-func groupThousands(n int64) string {
-	d := strconv.FormatInt(n, 10)
-	for i := len(d) - 3; i > 0 && d[i-1] != '-'; i -= 3 {
-		d = d[:i] + "," + d[i:]
-	}
-	return d
-}
-
-// notifyReady sends READY=1 once every slot's first worker is online or its slot errored
-// (loop only).
-func (s *Supervisor) notifyReady() {
-	if s.readySent || s.stopping || s.stopAnnounced || len(s.slots) == 0 {
-		return
-	}
-	for _, sl := range s.slots {
-		online := sl.cur != nil && sl.cur.state == StateOnline
-		if !online && sl.state != StateErrored {
-			return
-		}
-	}
-	s.readySent = true
-	s.lastStatus = s.summary()
-	s.notify("READY=1\n" + sdnotify.Status(s.lastStatus))
-}
-
-// notifyStatus sends STATUS= when the summary changed (loop only).
-func (s *Supervisor) notifyStatus() {
-	if !s.readySent || s.stopping {
-		return
-	}
-	if st := s.summary(); st != s.lastStatus {
-		s.lastStatus = st
-		s.notify(sdnotify.Status(st))
-	}
-}
-
 // call runs f in the loop and waits for it. It reports false when the loop has ended.
 func (s *Supervisor) call(f func()) bool {
 	done := make(chan struct{})
@@ -477,69 +414,6 @@ func (s *Supervisor) post(f func()) {
 	select {
 	case s.calls <- f:
 	case <-s.quit:
-	}
-}
-
-// Status returns one row per slot, in slot order.
-func (s *Supervisor) Status() []WorkerStatus {
-	var rows []WorkerStatus
-	s.call(func() {
-		now := time.Now()
-		for _, id := range s.slotIDs() {
-			sl := s.slots[id]
-			r := WorkerStatus{App: s.opt.Name, ID: id, Status: sl.state, Restarts: sl.restarts}
-			if p := sl.cur; p != nil {
-				r.PID, r.Status = p.pid, p.state
-				r.UptimeS = int64(now.Sub(p.started).Seconds())
-				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
-				r.CPUSeconds = float64(p.cpuTicks) / clockTicks
-				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
-				r.Health, r.HealthError = p.health, p.healthErr
-				r.Writes = p.writes
-				r.Note = p.statusText
-				r.NoCounters = !p.speaksIPC
-				r.Adopted = p.adopted
-				if p.state == StateOnline && p.serve.notServing != "" {
-					r.Status, r.NotServing = StateNotServing, p.serve.notServing
-				}
-				if p.says != "" { // what it said of its state, then its STATUS=
-					r.Note = strings.TrimSuffix(p.says+": "+p.statusText, ": ")
-				}
-			}
-			rows = append(rows, r)
-		}
-	})
-	return rows
-}
-
-// slotIDs lists the slots in order (loop only).
-func (s *Supervisor) slotIDs() []int {
-	ids := make([]int, 0, len(s.slots))
-	for id := range s.slots {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// WaitOnline waits until every slot's worker is online, or ctx ends.
-func (s *Supervisor) WaitOnline(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		rows := s.Status()
-		ok := len(rows) > 0
-		for _, r := range rows {
-			ok = ok && r.Status == StateOnline
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for workers online: %w (status %+v)", ctx.Err(), rows)
-		case <-t.C:
-		}
 	}
 }
 
