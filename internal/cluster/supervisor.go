@@ -24,12 +24,12 @@
 // fork mode (Config.ExecMode) the workers get no socket at all.
 //
 // The files: supervisor.go (the state, the loop, Start, Stop), status.go (Status and the
-// systemd notifications), sockets.go (the
-// slots' sockets and the steering's live list), spawn.go (starting a worker), health.go
-// (its messages, stats polls, heartbeats and deadlines), restart.go (exits, crash restarts
-// with backoff, draining), reload.go (Reload, Restart, Scale), adopt.go (taking over the
-// workers of a supervisor that died or re-executed itself), stall.go (the supervisor's own
-// stalls), config.go and ecosystem.go (what to run), proc.go (a worker process).
+// systemd notifications), sockets.go (the slots' sockets and the steering's live list),
+// spawn.go (starting a worker), health.go (its messages, stats polls, heartbeats and
+// deadlines), restart.go (exits, crash restarts with backoff, draining), reload.go (Reload,
+// Restart, Scale), adopt.go (taking over the workers of a supervisor that died or
+// re-executed itself), stall.go (the supervisor's own stalls), config.go and ecosystem.go
+// (what to run), proc.go (a worker process).
 package cluster
 
 import (
