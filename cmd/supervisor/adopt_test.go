@@ -220,8 +220,18 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 	}
 	probe := startLoadProbe("http://" + listen + "/health")
 
-	if out, err := ctl.cmd("upgrade", "-binary", "/bin/true"); err == nil || !strings.Contains(out+err.Error(), "does not print the supervisor's usage") {
-		t.Errorf("upgrade to /bin/true: %v %s, want it refused", err, out)
+	// Bad binaries are refused while the running one goes on: one that is no supervisor,
+	// and one that looks like one but cannot run this configuration.
+	bad := filepath.Join(dir, "bad-supervisor")
+	os.WriteFile(bad, []byte("#!/bin/sh\n[ \"$1\" = -h ] && { echo 'usage: supervisor run'; exit 0; }\necho 'config: no such field' >&2; exit 1\n"), 0o755)
+	for _, tc := range []struct{ bin, want string }{
+		{"/bin/true", "does not print the supervisor's usage"},
+		{bad, "run -check with this supervisor's arguments: exit status 1 (config: no such field)"},
+		{"relative/supervisor", "relative/supervisor: no such file or directory"},
+	} {
+		if out, err := ctl.cmd("upgrade", "-binary", tc.bin); err == nil || !strings.Contains(out+err.Error(), tc.want) {
+			t.Errorf("upgrade to %s: %v %s, want it refused with %q", tc.bin, err, out, tc.want)
+		}
 	}
 	for i := range 20 {
 		bin := b.supervisor
@@ -246,4 +256,55 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	probe.end(t)
+}
+
+// supervisorAndWorkerKill9: the supervisor and one worker killed together under load: the
+// new supervisor adopts the survivor and starts a new worker in the dead one's slot; what
+// fails is only what the dead worker held (its connections, its queue). Then a kill -9 of
+// the adopted worker: replaced on its slot, as any worker.
+func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
+	dir := t.TempDir()
+	db := seedtest.Tiny(t, dir, false)
+	cfg := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	listen := "127.0.0.1:" + freePort(t)
+	ctl := &runningCluster{socket: sock}
+	first := startSupervisorBin(t, bins, cfg, sock, listen)
+	var st statusReply
+	waitUntil(t, 60*time.Second, "cluster online", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	old := workerPIDs(st)
+	probe := startLoadProbe("http://" + listen + "/health")
+	time.Sleep(300 * time.Millisecond)
+	first.Process.Kill()
+	syscall.Kill(old[0], syscall.SIGKILL)
+	first.Wait()
+	startSupervisorBin(t, bins, cfg, sock, listen)
+	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	if w := st.Workers; w[0].PID == old[0] || w[0].Adopted || w[1].PID != old[1] || !w[1].Adopted {
+		t.Fatalf("after the new supervisor: %+v, want slot 0 new and slot 1 adopted (pid %d)", w, old[1])
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(probe.stop)
+	probe.wg.Wait()
+	// The dead worker's keep-alive connections (at most the probe's two), the request in
+	// flight on a fresh connection, and what waited in its socket's queue when it died.
+	if f := probe.failed.Load(); f > 8 || probe.ok.Load() == 0 {
+		t.Errorf("requests: %d ok, %d failed (%v), want at most what the dead worker held", probe.ok.Load(), f, probe.errs)
+	}
+	t.Logf("requests: %d ok, %d failed with the worker (%v)", probe.ok.Load(), probe.failed.Load(), probe.errs)
+
+	syscall.Kill(old[1], syscall.SIGKILL)
+	waitUntil(t, 20*time.Second, "the adopted worker replaced on its slot", func() bool {
+		st, _ = ctl.status()
+		return len(st.Workers) == 2 && allOnline(st) && st.Workers[1].PID != old[1] && !st.Workers[1].Adopted && st.Workers[1].Restarts == 1
+	})
 }

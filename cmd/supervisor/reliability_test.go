@@ -69,6 +69,7 @@ func TestReliability(t *testing.T) {
 	t.Run("SupervisorStallDuringReload", func(t *testing.T) { t.Parallel(); supervisorStallDuringReload(t, bins) })
 	t.Run("SupervisorKill9Adopt", func(t *testing.T) { t.Parallel(); supervisorKill9Adopt(t, bins) })
 	t.Run("SupervisorUpgrade", func(t *testing.T) { t.Parallel(); supervisorUpgrade(t, bins, buildBinaries(t)) })
+	t.Run("SupervisorAndWorkerKill9", func(t *testing.T) { t.Parallel(); supervisorAndWorkerKill9(t, bins) })
 }
 
 // clusterConfig is a YAML configuration running n real workers on db.

@@ -71,6 +71,7 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists), or a PM2 ecosystem file (JSON or YAML with apps: [...])")
 	envName := fs.String("env", "", "with an ecosystem file: merge the app's env_NAME over its env (pm2 start --env NAME)")
+	check := fs.Bool("check", false, "check the flags, the configuration and the programs, then exit without starting (upgrade runs the new binary so first)")
 	only := fs.String("only", "", "with an ecosystem file: run only the app of this name (pm2 start --only NAME)")
 	instances := fs.String("instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	listen := fs.String("listen", "", "HOST:PORT to serve; overrides the config")
@@ -192,6 +193,23 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("log-keep: %d is out of range: want 0 to 1000", *logKeep)
 	}
 	rot := rotation{MaxSize: int64(maxSize), Keep: *logKeep}
+	if *check {
+		// Everything that can be judged without binding or starting anything: what an
+		// upgrade asks of the new binary before it gives the running image up.
+		if f := *logFormat; f != "json" && f != "console" && f != "auto" {
+			return fmt.Errorf("log-format: %q: want json, console or auto", f)
+		}
+		if err := checkSocketPath(*socket); err != nil {
+			return err
+		}
+		for _, sp := range specs {
+			if _, err := cluster.New(sp.Config, cluster.Options{}); err != nil {
+				return fmt.Errorf("app %s: %w", sp.Name, err)
+			}
+		}
+		fmt.Fprintf(stderr, "supervisor: configuration ok: %d app(s)\n", len(specs))
+		return nil
+	}
 	var lf *logFile
 	if *logPath != "" {
 		if lf, err = openLogFile(*logPath, rot); err != nil {
@@ -633,7 +651,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			return
 		}
 		if !up.busy.CompareAndSwap(false, true) {
-			reply(w, http.StatusConflict, errorReply{"upgrade: one is under way already"})
+			reply(w, http.StatusConflict, errorReply{"one is under way already"})
 			return
 		}
 		// The whole answer is out (a length, not chunks that the handler's return would

@@ -41,19 +41,19 @@ func (u *upgrader) check(bin string) error {
 			continue
 		}
 		if a.opt.Adopt == "" || a.cfg.Fork() {
-			return fmt.Errorf("upgrade: app %q runs %s, whose workers cannot rejoin a new supervisor (only the worker beside this supervisor can): stop and run the new binary instead",
+			return fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (only the worker beside this supervisor can): stop and run the new binary instead",
 				a.name, a.cfg.Command[0])
 		}
 	}
 	if !filepath.IsAbs(bin) {
-		return fmt.Errorf("upgrade: binary %q: want an absolute path", bin)
+		return fmt.Errorf("binary %q: want an absolute path", bin)
 	}
 	fi, err := os.Stat(bin)
 	if err != nil {
-		return fmt.Errorf("upgrade: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("upgrade: %s is not an executable file", bin)
+		return fmt.Errorf("%s is not an executable file", bin)
 	}
 	// A binary that cannot even print its usage would leave the workers waiting for a
 	// supervisor that never comes.
@@ -63,10 +63,24 @@ func (u *upgrader) check(bin string) error {
 	cmd := exec.CommandContext(ctx, bin, "-h")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("upgrade: %s -h: %w (%s)", bin, err, bytes.TrimSpace(out.Bytes()))
+		return fmt.Errorf("%s -h: %w (%s)", bin, err, bytes.TrimSpace(out.Bytes()))
 	}
 	if !bytes.Contains(out.Bytes(), []byte("supervisor run")) {
-		return fmt.Errorf("upgrade: %s -h does not print the supervisor's usage: not a supervisor binary", bin)
+		return fmt.Errorf("%s -h does not print the supervisor's usage: not a supervisor binary", bin)
+	}
+	// The new binary judges this very command line and configuration (run -check): one
+	// that cannot take them, or hangs on them, is refused while nothing is given up yet.
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		return errors.New("this supervisor was not started as `supervisor run ...`: its command line cannot be given to the new binary")
+	}
+	out.Reset()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	argv := append([]string{"run", "-check"}, os.Args[2:]...)
+	cmd = exec.CommandContext(ctx2, bin, argv...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s run -check with this supervisor's arguments: %w (%s)", bin, err, bytes.TrimSpace(out.Bytes()))
 	}
 	return nil
 }
