@@ -1,0 +1,252 @@
+// Package genhealth says whether a load generator kept up with its own schedule: the
+// verdict `generator: ok` or `generator: SATURATED (signal, value)` that every report of
+// bench/autocannon (plain runs, `users`, `merge`) and of cmd/ceiling carries, so that a
+// figure measured by a generator that ran out first is never taken for the server's.
+//
+// A Monitor measures, per second (a window):
+//
+//   - send lag: how late the generator sent a request, against when it meant to (the
+//     journey: when the user's think timer was due; internal/loadgen: when the loop could
+//     first have sent it); p99 and max;
+//   - a hiccup probe, jHiccup's idea: a goroutine asks to wake every millisecond and
+//     records how late it woke; whatever stalls the whole process (CPU starvation, a
+//     cgroup's throttling, kernel time in connect(), a stop-the-world pause) shows here
+//     whatever the generator was doing;
+//   - the process's own CPU (getrusage) as a share of the CPUs it may use: the fewest of
+//     its affinity mask, GOMAXPROCS and its cgroup's quota (internal/cpuquota);
+//   - connect time, p99.
+//
+// Judge turns the windows into a Verdict: the first window in which a signal crosses its
+// threshold names the signal and its value, and a run with such a window is invalid.
+// The thresholds' defaults were chosen by measurement (docs/bench.md, "The generator's
+// verdict"): healthy runs on this project's 2-core machine never reached them, runs
+// starved on purpose (a cgroup at 10 % of a core) always did.
+//
+// Non-goals: saying why the server was slow; coordinating several processes (Merge adds
+// up verdicts that each process measured for itself).
+package genhealth
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Signals a verdict can name.
+const (
+	SignalSendLag = "send lag p99"
+	SignalHiccup  = "hiccup p99"
+	SignalCPU     = "CPU"
+	SignalConnect = "connect p99"
+)
+
+// Thresholds trip the verdict. The zero value means the defaults documented per field.
+type Thresholds struct {
+	// SendLagP99: a window whose send lag p99 reaches it is saturated. Default 50 ms.
+	SendLagP99 time.Duration `json:"send_lag_p99_ns"`
+	// HiccupP99: a window whose hiccup p99 reaches it. Default 20 ms.
+	HiccupP99 time.Duration `json:"hiccup_p99_ns"`
+	// CPUShare: a window in which the process used at least this share of the CPUs it
+	// may use. Default 0.95.
+	CPUShare float64 `json:"cpu_share"`
+	// ConnectP99: a window whose connect p99 reaches it; judged only where Judge is told
+	// the connect times are the generator's own work. Default 10 ms.
+	ConnectP99 time.Duration `json:"connect_p99_ns"`
+	// MinSamples is the fewest send lags (or connects) a window needs for its p99 to be
+	// judged: below it a p99 is one stray sample. Default 50.
+	MinSamples int64 `json:"min_samples"`
+}
+
+// Default thresholds (see Thresholds).
+const (
+	DefaultSendLagP99 = 50 * time.Millisecond
+	DefaultHiccupP99  = 20 * time.Millisecond
+	DefaultCPUShare   = 0.95
+	DefaultConnectP99 = 10 * time.Millisecond
+	DefaultMinSamples = 50
+)
+
+// WithDefaults fills the zero fields.
+func (t Thresholds) WithDefaults() Thresholds {
+	if t.SendLagP99 <= 0 {
+		t.SendLagP99 = DefaultSendLagP99
+	}
+	if t.HiccupP99 <= 0 {
+		t.HiccupP99 = DefaultHiccupP99
+	}
+	if t.CPUShare <= 0 {
+		t.CPUShare = DefaultCPUShare
+	}
+	if t.ConnectP99 <= 0 {
+		t.ConnectP99 = DefaultConnectP99
+	}
+	if t.MinSamples <= 0 {
+		t.MinSamples = DefaultMinSamples
+	}
+	return t
+}
+
+// Window is one second's measurements. Times are in milliseconds.
+type Window struct {
+	T          float64 `json:"t"` // seconds from the start to the window's end
+	Sends      int64   `json:"sends"`
+	SendLagP99 float64 `json:"send_lag_p99_ms"`
+	SendLagMax float64 `json:"send_lag_max_ms"`
+	HiccupP99  float64 `json:"hiccup_p99_ms"`
+	HiccupMax  float64 `json:"hiccup_max_ms"`
+	CPUShare   float64 `json:"cpu_share"`
+	Connects   int64   `json:"connects"`
+	ConnectP99 float64 `json:"connect_p99_ms"`
+}
+
+// Verdict is a run's judgement of its generator.
+type Verdict struct {
+	// Saturated: some window crossed a threshold, and the run is invalid.
+	Saturated bool `json:"saturated"`
+	// Signal, Value and At name the first such window's signal, its value (ms, or a
+	// share for CPU) and the window's end (seconds from the start).
+	Signal string  `json:"signal,omitempty"`
+	Value  float64 `json:"value,omitempty"`
+	At     float64 `json:"at_s,omitempty"`
+	// Windows is how many windows were judged; 0 means nothing was measured.
+	Windows int `json:"windows"`
+	// Peak holds each signal's worst window (T unused), so that an ok run shows its margin.
+	Peak Window `json:"peak"`
+	// CPUs is what the CPU share was taken of.
+	CPUs       float64    `json:"cpus"`
+	Thresholds Thresholds `json:"thresholds"`
+	// Parts is how many generator processes' verdicts Merge added up (0 or 1: one).
+	Parts int `json:"parts,omitempty"`
+	// PerSecond are the windows (of one process; Merge keeps each second's worst).
+	PerSecond []Window `json:"per_second,omitempty"`
+}
+
+// Judge judges windows against t (zero fields: the defaults). judgeConnect says whether the
+// connect times are the generator's own work (the connect() call itself) rather than a
+// whole dial, whose wait for the server's accept queue is the server's.
+func Judge(ws []Window, t Thresholds, judgeConnect bool) Verdict {
+	t = t.WithDefaults()
+	v := Verdict{Windows: len(ws), Thresholds: t, PerSecond: ws}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, w := range ws {
+		v.Peak = worst(v.Peak, w)
+		if v.Saturated {
+			continue
+		}
+		sig, val := "", 0.0
+		switch {
+		case w.HiccupP99 >= ms(t.HiccupP99):
+			sig, val = SignalHiccup, w.HiccupP99
+		case w.Sends >= t.MinSamples && w.SendLagP99 >= ms(t.SendLagP99):
+			sig, val = SignalSendLag, w.SendLagP99
+		case w.CPUShare >= t.CPUShare:
+			sig, val = SignalCPU, w.CPUShare
+		case judgeConnect && w.Connects >= t.MinSamples && w.ConnectP99 >= ms(t.ConnectP99):
+			sig, val = SignalConnect, w.ConnectP99
+		}
+		if sig != "" {
+			v.Saturated, v.Signal, v.Value, v.At = true, sig, val, w.T
+		}
+	}
+	return v
+}
+
+// worst keeps each signal's larger value (and the larger counts).
+func worst(a, b Window) Window {
+	return Window{
+		T:          max(a.T, b.T),
+		Sends:      max(a.Sends, b.Sends),
+		SendLagP99: max(a.SendLagP99, b.SendLagP99),
+		SendLagMax: max(a.SendLagMax, b.SendLagMax),
+		HiccupP99:  max(a.HiccupP99, b.HiccupP99),
+		HiccupMax:  max(a.HiccupMax, b.HiccupMax),
+		CPUShare:   max(a.CPUShare, b.CPUShare),
+		Connects:   max(a.Connects, b.Connects),
+		ConnectP99: max(a.ConnectP99, b.ConnectP99),
+	}
+}
+
+// Merge adds up the verdicts of the processes (or hosts) of one run: saturated if any part
+// was, naming the part that tripped first; peaks are the parts' worst; each second's window
+// is the parts' worst in that second (their windows count from one agreed start).
+func Merge(vs ...Verdict) Verdict {
+	var m Verdict
+	for i, v := range vs {
+		if i == 0 {
+			m.Thresholds, m.CPUs = v.Thresholds, v.CPUs
+		}
+		m.Parts += max(v.Parts, 1)
+		m.Windows = max(m.Windows, v.Windows)
+		m.CPUs = min(m.CPUs, v.CPUs)
+		m.Peak = worst(m.Peak, v.Peak)
+		if v.Saturated && (!m.Saturated || v.At < m.At) {
+			m.Saturated, m.Signal, m.Value, m.At = true, v.Signal, v.Value, v.At
+		}
+		for j, w := range v.PerSecond {
+			if j < len(m.PerSecond) {
+				m.PerSecond[j] = worst(m.PerSecond[j], w)
+			} else {
+				m.PerSecond = append(m.PerSecond, w)
+			}
+		}
+	}
+	return m
+}
+
+// String is the report's line: "generator: ok (…peaks…)" or
+// "generator: SATURATED (hiccup p99 87.3 ms at 3 s)".
+func (v Verdict) String() string {
+	switch {
+	case v.Saturated:
+		return "generator: SATURATED (" + v.Reason() + "): the run is invalid"
+	case v.Windows == 0:
+		return "generator: not measured"
+	}
+	p := v.Peak
+	return fmt.Sprintf("generator: ok (worst second: hiccup p99 %s, send lag p99 %s, CPU %.0f%% of %s, connect p99 %s)",
+		msText(p.HiccupP99), msText(p.SendLagP99), 100*p.CPUShare, coresText(v.CPUs), msText(p.ConnectP99))
+}
+
+// Reason is the saturating signal, its value and when: "hiccup p99 87.3 ms at 3 s".
+func (v Verdict) Reason() string {
+	if !v.Saturated {
+		return ""
+	}
+	val := msText(v.Value)
+	if v.Signal == SignalCPU {
+		val = fmt.Sprintf("%.0f%% of %s", 100*v.Value, coresText(v.CPUs))
+	}
+	return fmt.Sprintf("%s %s at %s s", v.Signal, val, trimFloat(v.At))
+}
+
+// ParseLine reads what String wrote back, as far as a line can say it: whether the
+// generator was saturated and the reason; ok is false for a line that is no verdict.
+func ParseLine(s string) (saturated bool, reason string, ok bool) {
+	s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "generator:"))
+	switch {
+	case strings.HasPrefix(s, "SATURATED"):
+		r := strings.TrimPrefix(s, "SATURATED")
+		r = strings.TrimSpace(strings.TrimSuffix(r, ": the run is invalid"))
+		return true, strings.TrimSuffix(strings.TrimPrefix(r, "("), ")"), true
+	case strings.HasPrefix(s, "ok"):
+		return false, "", true
+	}
+	return false, "", false
+}
+
+func msText(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+
+func coresText(c float64) string {
+	if c == 1 {
+		return "1 CPU"
+	}
+	return trimFloat(c) + " CPUs"
+}
+
+func trimFloat(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
