@@ -14,7 +14,7 @@ import (
 )
 
 func TestJudge(t *testing.T) {
-	calm := Window{T: 1, Sends: 1000, SendLagP99: 1, SendLagMax: 3, HiccupP99: 0.2, HiccupMax: 1, CPUShare: 0.3, Connects: 100, ConnectP99: 0.1}
+	calm := Window{T: 1, Sends: 1000, SendsLate: 0, SendLagP99: 1, SendLagMax: 3, HiccupP99: 0.2, HiccupMax: 1, CPUShare: 0.3, Connects: 100, ConnectP99: 0.1}
 	with := func(w Window, f func(*Window)) Window { f(&w); return w }
 	at := func(w Window, t float64) Window { w.T = t; return w }
 	tests := []struct {
@@ -31,16 +31,17 @@ func TestJudge(t *testing.T) {
 		{"hiccup", []Window{calm, at(with(calm, func(w *Window) { w.HiccupP99 = 87 }), 2)}, false, true, SignalHiccup, 87, 2},
 		{"hiccup just under", []Window{with(calm, func(w *Window) { w.HiccupP99 = 19.9 })}, false, false, "", 0, 0},
 		{"hiccup at the threshold", []Window{with(calm, func(w *Window) { w.HiccupP99 = 20 })}, false, true, SignalHiccup, 20, 1},
-		{"send lag", []Window{with(calm, func(w *Window) { w.SendLagP99 = 60 })}, false, true, SignalSendLag, 60, 1},
-		{"send lag of too few sends", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends = 900, 49 })}, false, false, "", 0, 0},
+		{"send lag", []Window{with(calm, func(w *Window) { w.SendLagP99, w.SendsLate = 60, 11 })}, false, true, SignalSendLag, 60, 1},
+		{"a stalled loop's few sends, all late", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends, w.SendsLate = 150, 24, 24 })}, false, true, SignalSendLag, 150, 1},
+		{"one stray late send", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends, w.SendsLate = 900, 3, 1 })}, false, false, "", 0, 0},
 		{"cpu", []Window{with(calm, func(w *Window) { w.CPUShare = 0.99 })}, false, true, SignalCPU, 0.99, 1},
-		{"connect judged", []Window{with(calm, func(w *Window) { w.ConnectP99 = 12 })}, true, true, SignalConnect, 12, 1},
-		{"connect reported only", []Window{with(calm, func(w *Window) { w.ConnectP99 = 12 })}, false, false, "", 0, 0},
+		{"connect judged", []Window{with(calm, func(w *Window) { w.ConnectP99, w.ConnectsLate = 12, 5 })}, true, true, SignalConnect, 12, 1},
+		{"connect reported only", []Window{with(calm, func(w *Window) { w.ConnectP99, w.ConnectsLate = 12, 5 })}, false, false, "", 0, 0},
 		{"first window names the signal", []Window{
 			at(with(calm, func(w *Window) { w.CPUShare = 1 }), 3),
 			at(with(calm, func(w *Window) { w.HiccupP99 = 500 }), 4),
 		}, false, true, SignalCPU, 1, 3},
-		{"hiccup before send lag in one window", []Window{with(calm, func(w *Window) { w.HiccupP99, w.SendLagP99 = 30, 300 })}, false, true, SignalHiccup, 30, 1},
+		{"hiccup before send lag in one window", []Window{with(calm, func(w *Window) { w.HiccupP99, w.SendLagP99, w.SendsLate = 30, 300, 50 })}, false, true, SignalHiccup, 30, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

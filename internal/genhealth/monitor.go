@@ -57,6 +57,7 @@ func Start(cfg Config) *Monitor {
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = AvailableCPUs()
 	}
+	cfg.Thresholds = cfg.Thresholds.WithDefaults()
 	m := &Monitor{cfg: cfg, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go m.probe()
 	return m
@@ -133,20 +134,28 @@ func (m *Monitor) window(now, last time.Time, lastCPU time.Duration) time.Durati
 	m.mu.Lock()
 	lags, connects := m.lags, m.connects
 	m.mu.Unlock()
-	w.Sends, w.SendLagP99, w.SendLagMax = drainAll(lags)
-	w.Connects, w.ConnectP99, _ = drainAll(connects)
+	t := m.cfg.Thresholds
+	w.Sends, w.SendsLate, w.SendLagP99, w.SendLagMax = drainAll(lags, t.SendLagP99)
+	w.Connects, w.ConnectsLate, w.ConnectP99, _ = drainAll(connects, t.ConnectP99)
 	m.windows = append(m.windows, w)
 	return cpu
 }
 
-// drainAll adds up and clears recorders: how many values, their p99 and max in ms.
-func drainAll(rs []*Recorder) (n int64, p99ms, maxMs float64) {
+// drainAll adds up and clears recorders: how many values, how many at or past late (to
+// a bucket's precision), their p99 and max in ms.
+func drainAll(rs []*Recorder, late time.Duration) (n, nLate int64, p99ms, maxMs float64) {
 	var sum [nBuckets]int64
 	for _, r := range rs {
 		maxMs = max(maxMs, msOf(r.drain(&sum)))
 	}
 	n, p99ms = p99(&sum, maxMs)
-	return n, p99ms, maxMs
+	lateUs := int64(late / time.Microsecond)
+	for i, c := range sum {
+		if bucketTop(i) >= lateUs {
+			nLate += c
+		}
+	}
+	return n, nLate, p99ms, maxMs
 }
 
 // Recorder collects durations from one owner (an event loop, a shard of users). Its counts

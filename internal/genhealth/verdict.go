@@ -53,9 +53,10 @@ type Thresholds struct {
 	// ConnectP99: a window whose connect p99 reaches it; judged only where Judge is told
 	// the connect times are the generator's own work. Default 10 ms.
 	ConnectP99 time.Duration `json:"connect_p99_ns"`
-	// MinSamples is the fewest send lags (or connects) a window needs for its p99 to be
-	// judged: below it a p99 is one stray sample. Default 50.
-	MinSamples int64 `json:"min_samples"`
+	// MinLate is the fewest sends (or connects) at or past their threshold that a window
+	// needs for its p99 to count: in a quiet second the p99 is one stray sample, while a
+	// stalled generator, which sends little, sends all of it late. Default 5.
+	MinLate int64 `json:"min_late"`
 }
 
 // Default thresholds (see Thresholds).
@@ -64,7 +65,7 @@ const (
 	DefaultHiccupP99  = 20 * time.Millisecond
 	DefaultCPUShare   = 0.95
 	DefaultConnectP99 = 10 * time.Millisecond
-	DefaultMinSamples = 50
+	DefaultMinLate    = 5
 )
 
 // WithDefaults fills the zero fields.
@@ -81,23 +82,25 @@ func (t Thresholds) WithDefaults() Thresholds {
 	if t.ConnectP99 <= 0 {
 		t.ConnectP99 = DefaultConnectP99
 	}
-	if t.MinSamples <= 0 {
-		t.MinSamples = DefaultMinSamples
+	if t.MinLate <= 0 {
+		t.MinLate = DefaultMinLate
 	}
 	return t
 }
 
 // Window is one second's measurements. Times are in milliseconds.
 type Window struct {
-	T          float64 `json:"t"` // seconds from the start to the window's end
-	Sends      int64   `json:"sends"`
-	SendLagP99 float64 `json:"send_lag_p99_ms"`
-	SendLagMax float64 `json:"send_lag_max_ms"`
-	HiccupP99  float64 `json:"hiccup_p99_ms"`
-	HiccupMax  float64 `json:"hiccup_max_ms"`
-	CPUShare   float64 `json:"cpu_share"`
-	Connects   int64   `json:"connects"`
-	ConnectP99 float64 `json:"connect_p99_ms"`
+	T            float64 `json:"t"` // seconds from the start to the window's end
+	Sends        int64   `json:"sends"`
+	SendsLate    int64   `json:"sends_late"` // at or past the send lag threshold
+	SendLagP99   float64 `json:"send_lag_p99_ms"`
+	SendLagMax   float64 `json:"send_lag_max_ms"`
+	HiccupP99    float64 `json:"hiccup_p99_ms"`
+	HiccupMax    float64 `json:"hiccup_max_ms"`
+	CPUShare     float64 `json:"cpu_share"`
+	Connects     int64   `json:"connects"`
+	ConnectsLate int64   `json:"connects_late"` // at or past the connect threshold
+	ConnectP99   float64 `json:"connect_p99_ms"`
 }
 
 // Verdict is a run's judgement of its generator.
@@ -138,11 +141,11 @@ func Judge(ws []Window, t Thresholds, judgeConnect bool) Verdict {
 		switch {
 		case w.HiccupP99 >= ms(t.HiccupP99):
 			sig, val = SignalHiccup, w.HiccupP99
-		case w.Sends >= t.MinSamples && w.SendLagP99 >= ms(t.SendLagP99):
+		case w.SendsLate >= t.MinLate && w.SendLagP99 >= ms(t.SendLagP99):
 			sig, val = SignalSendLag, w.SendLagP99
 		case w.CPUShare >= t.CPUShare:
 			sig, val = SignalCPU, w.CPUShare
-		case judgeConnect && w.Connects >= t.MinSamples && w.ConnectP99 >= ms(t.ConnectP99):
+		case judgeConnect && w.ConnectsLate >= t.MinLate && w.ConnectP99 >= ms(t.ConnectP99):
 			sig, val = SignalConnect, w.ConnectP99
 		}
 		if sig != "" {
@@ -155,15 +158,17 @@ func Judge(ws []Window, t Thresholds, judgeConnect bool) Verdict {
 // worst keeps each signal's larger value (and the larger counts).
 func worst(a, b Window) Window {
 	return Window{
-		T:          max(a.T, b.T),
-		Sends:      max(a.Sends, b.Sends),
-		SendLagP99: max(a.SendLagP99, b.SendLagP99),
-		SendLagMax: max(a.SendLagMax, b.SendLagMax),
-		HiccupP99:  max(a.HiccupP99, b.HiccupP99),
-		HiccupMax:  max(a.HiccupMax, b.HiccupMax),
-		CPUShare:   max(a.CPUShare, b.CPUShare),
-		Connects:   max(a.Connects, b.Connects),
-		ConnectP99: max(a.ConnectP99, b.ConnectP99),
+		T:            max(a.T, b.T),
+		Sends:        max(a.Sends, b.Sends),
+		SendsLate:    max(a.SendsLate, b.SendsLate),
+		SendLagP99:   max(a.SendLagP99, b.SendLagP99),
+		SendLagMax:   max(a.SendLagMax, b.SendLagMax),
+		HiccupP99:    max(a.HiccupP99, b.HiccupP99),
+		HiccupMax:    max(a.HiccupMax, b.HiccupMax),
+		CPUShare:     max(a.CPUShare, b.CPUShare),
+		Connects:     max(a.Connects, b.Connects),
+		ConnectsLate: max(a.ConnectsLate, b.ConnectsLate),
+		ConnectP99:   max(a.ConnectP99, b.ConnectP99),
 	}
 }
 

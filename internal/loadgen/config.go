@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onehost/onehost/internal/genhealth"
 )
 
 // Config describes a run. Its zero value, plus a URL, is autocannon's default run: 10
@@ -50,6 +52,9 @@ type Config struct {
 	ReadBuffer int
 	// Progress, when set, is called after each sample from the goroutine running Run.
 	Progress func(Progress)
+	// Saturation are the thresholds of the generator's verdict (Result.Health); zero
+	// fields: genhealth's defaults.
+	Saturation genhealth.Thresholds
 }
 
 // Header is one request header.
