@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 )
 
@@ -33,7 +34,8 @@ type options struct {
 	noProgress     bool
 	statusCodes    bool
 	serverPID      int
-	histLog        string // --hist-log: write the latencies as an HdrHistogram interval log
+	histLog        string               // --hist-log: write the latencies as an HdrHistogram interval log
+	saturation     genhealth.Thresholds // --saturation: the generator verdict's thresholds
 	help           bool
 }
 
@@ -106,6 +108,7 @@ var flagDefs = []flagDef{
 	{[]string{"title", "T"}, valueFlag, func(o *options, v string) error { o.title = v; return nil }},
 	{[]string{"server-pid"}, valueFlag, func(o *options, v string) error { return positiveInt(v, &o.serverPID) }},
 	{[]string{"hist-log"}, valueFlag, func(o *options, v string) error { o.histLog = v; return nil }},
+	{[]string{"saturation"}, valueFlag, func(o *options, v string) (err error) { o.saturation, err = genhealth.ParseThresholds(v); return err }},
 	{[]string{"json", "j"}, boolFlag, func(o *options, _ string) error { o.json = true; return nil }},
 	{[]string{"latency", "l", "renderLatencyTable"}, boolFlag, func(o *options, _ string) error { o.latencyTable = true; return nil }},
 	{[]string{"no-progress", "n"}, boolFlag, func(o *options, _ string) error { o.noProgress = true; return nil }},
@@ -336,6 +339,8 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   -n/--no-progress         no progress line on stderr
   --renderStatusCodes      print the count of each status code
   --hist-log FILE          write the latencies as an HdrHistogram interval log (autocannon merge adds logs)
+  --saturation K=V,...     thresholds of the generator's verdict: hiccup=20ms,
+                           send-lag=50ms,cpu=0.95,connect=10ms,min-late=5 (docs/bench.md)
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host
   -h/--help                this text
 

@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Timeout:        o.timeout,
 		Workers:        o.workers,
 		SampleInterval: o.sampleInt,
+		Saturation:     o.saturation,
 	}
 	var progress *progressPrinter
 	if !o.json && !o.noProgress && (o.amount > 0 || o.duration > 2*time.Second) {

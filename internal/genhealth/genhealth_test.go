@@ -244,3 +244,45 @@ func TestStarvedByQuota(t *testing.T) {
 		t.Errorf("a generator held to 10 %% of a core: %s, want SATURATED", v)
 	}
 }
+
+func TestParseThresholds(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Thresholds
+		wantErr bool
+	}{
+		{"empty: defaults", "", Thresholds{}, false},
+		{"all", "hiccup=5ms, send-lag=1s,cpu=0.5,connect=2ms,min-late=3",
+			Thresholds{HiccupP99: 5 * time.Millisecond, SendLagP99: time.Second, CPUShare: 0.5, ConnectP99: 2 * time.Millisecond, MinLate: 3}, false},
+		{"one", "cpu=0.000001", Thresholds{CPUShare: 0.000001}, false},
+		{"unknown key", "lag=1ms", Thresholds{}, true},
+		{"no value", "hiccup", Thresholds{}, true},
+		{"bad duration", "hiccup=fast", Thresholds{}, true},
+		{"zero", "connect=0s", Thresholds{}, true},
+		{"negative share", "cpu=-1", Thresholds{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseThresholds(tc.in)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseThresholds(f *testing.F) {
+	f.Add("hiccup=20ms,send-lag=50ms,cpu=0.95,connect=10ms,min-late=5")
+	f.Add("cpu=1e-9")
+	f.Fuzz(func(t *testing.T, s string) {
+		th, err := ParseThresholds(s)
+		if err != nil {
+			return
+		}
+		d := th.WithDefaults()
+		if d.HiccupP99 <= 0 || d.SendLagP99 <= 0 || d.ConnectP99 <= 0 || !(d.CPUShare > 0) || d.MinLate <= 0 {
+			t.Errorf("ParseThresholds(%q) = %+v: a threshold that is not positive", s, th)
+		}
+	})
+}

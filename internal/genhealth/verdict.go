@@ -29,6 +29,7 @@ package genhealth
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -254,4 +255,55 @@ func trimFloat(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// ParseThresholds reads "hiccup=20ms,send-lag=50ms,cpu=0.95,connect=10ms,min-late=5" (any
+// of the keys, in any order; those left out keep their defaults): a command's -saturation
+// flag.
+func ParseThresholds(s string) (Thresholds, error) {
+	var t Thresholds
+	if strings.TrimSpace(s) == "" {
+		return t, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return t, fmt.Errorf("parse thresholds: %q: want key=value", kv)
+		}
+		dur := func(d *time.Duration) error {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return fmt.Errorf("parse thresholds: %s=%q: want a positive duration such as 20ms", k, v)
+			}
+			*d = x
+			return nil
+		}
+		var err error
+		switch k {
+		case "hiccup":
+			err = dur(&t.HiccupP99)
+		case "send-lag":
+			err = dur(&t.SendLagP99)
+		case "connect":
+			err = dur(&t.ConnectP99)
+		case "cpu":
+			f, perr := strconv.ParseFloat(v, 64)
+			if perr != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+				err = fmt.Errorf("parse thresholds: cpu=%q: want a positive share such as 0.95", v)
+			}
+			t.CPUShare = f
+		case "min-late":
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n <= 0 {
+				err = fmt.Errorf("parse thresholds: min-late=%q: want a positive count", v)
+			}
+			t.MinLate = n
+		default:
+			err = fmt.Errorf("parse thresholds: unknown key %q (hiccup, send-lag, cpu, connect, min-late)", k)
+		}
+		if err != nil {
+			return Thresholds{}, err
+		}
+	}
+	return t, nil
 }
