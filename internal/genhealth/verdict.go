@@ -233,8 +233,10 @@ func ParseLine(s string) (saturated bool, reason string, ok bool) {
 	switch {
 	case strings.HasPrefix(s, "SATURATED"):
 		r := strings.TrimPrefix(s, "SATURATED")
-		r = strings.TrimSpace(strings.TrimSuffix(r, ": the run is invalid"))
-		return true, strings.TrimSuffix(strings.TrimPrefix(r, "("), ")"), true
+		if i, j := strings.Index(r, "("), strings.LastIndex(r, ")"); i >= 0 && j > i {
+			r = r[i+1 : j]
+		}
+		return true, strings.TrimSpace(r), true
 	case strings.HasPrefix(s, "ok"):
 		return false, "", true
 	}
