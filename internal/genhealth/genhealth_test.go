@@ -268,6 +268,9 @@ func TestParseThresholds(t *testing.T) {
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Errorf("got %+v, %v; want %+v (error %v)", got, err, tc.want, tc.wantErr)
 			}
+			if again, err := ParseThresholds(got.String()); err != nil || again != got {
+				t.Errorf("%q read back as %+v, %v; want %+v", got.String(), again, err, got)
+			}
 		})
 	}
 }

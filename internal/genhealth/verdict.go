@@ -309,3 +309,23 @@ func ParseThresholds(s string) (Thresholds, error) {
 	}
 	return t, nil
 }
+
+// String writes t as ParseThresholds reads it, the set fields only ("" for none).
+func (t Thresholds) String() string {
+	var f []string
+	add := func(k string, d time.Duration) {
+		if d > 0 {
+			f = append(f, k+"="+d.String())
+		}
+	}
+	add("hiccup", t.HiccupP99)
+	add("send-lag", t.SendLagP99)
+	if t.CPUShare > 0 {
+		f = append(f, "cpu="+strconv.FormatFloat(t.CPUShare, 'g', -1, 64))
+	}
+	add("connect", t.ConnectP99)
+	if t.MinLate > 0 {
+		f = append(f, "min-late="+strconv.FormatInt(t.MinLate, 10))
+	}
+	return strings.Join(f, ",")
+}
