@@ -339,8 +339,8 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   -n/--no-progress         no progress line on stderr
   --renderStatusCodes      print the count of each status code
   --hist-log FILE          write the latencies as an HdrHistogram interval log (autocannon merge adds logs)
-  --saturation K=V,...     thresholds of the generator's verdict: hiccup=20ms,
-                           send-lag=50ms,cpu=0.95,connect=10ms,min-late=5 (docs/bench.md)
+  --saturation K=V,...     thresholds of the generator's verdict: hiccup=50ms,
+                           send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host
   -h/--help                this text
 

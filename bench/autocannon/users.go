@@ -120,7 +120,7 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	startAt := fs.Int64("start-at", 0, "start the ramp at this wall-clock time, in Unix milliseconds (every host of a shared run waits for it)")
 	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route as an HdrHistogram interval log (autocannon merge adds logs)")
 	fs.DurationVar(&o.progress, "progress", 10*time.Second, "print a progress line this often (0: never)")
-	fs.Func("saturation", "thresholds of the generator's verdict: hiccup=20ms,send-lag=50ms,cpu=0.95,connect=10ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
+	fs.Func("saturation", "thresholds of the generator's verdict: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
 		o.saturation, err = genhealth.ParseThresholds(v)
 		return err
 	})

@@ -83,7 +83,7 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 		return nil
 	})
 	fs.StringVar(&c.serverHost, "server-host", "127.0.0.1", "address the server listens on (with -load-hosts: one the hosts reach)")
-	fs.Func("saturation", "thresholds of the generator's verdict, passed to autocannon users: hiccup=20ms,send-lag=50ms,cpu=0.95,connect=10ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
+	fs.Func("saturation", "thresholds of the generator's verdict, passed to autocannon users: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
 		c.search.Run.Saturation, err = genhealth.ParseThresholds(v)
 		return err
 	})

@@ -29,10 +29,10 @@ func TestJudge(t *testing.T) {
 		{"nothing measured", nil, false, false, "", 0, 0},
 		{"calm", []Window{calm, at(calm, 2)}, true, false, "", 0, 0},
 		{"hiccup", []Window{calm, at(with(calm, func(w *Window) { w.HiccupP99 = 87 }), 2)}, false, true, SignalHiccup, 87, 2},
-		{"hiccup just under", []Window{with(calm, func(w *Window) { w.HiccupP99 = 19.9 })}, false, false, "", 0, 0},
-		{"hiccup at the threshold", []Window{with(calm, func(w *Window) { w.HiccupP99 = 20 })}, false, true, SignalHiccup, 20, 1},
-		{"send lag", []Window{with(calm, func(w *Window) { w.SendLagP99, w.SendsLate = 60, 11 })}, false, true, SignalSendLag, 60, 1},
-		{"a stalled loop's few sends, all late", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends, w.SendsLate = 150, 24, 24 })}, false, true, SignalSendLag, 150, 1},
+		{"hiccup just under", []Window{with(calm, func(w *Window) { w.HiccupP99 = 49.9 })}, false, false, "", 0, 0},
+		{"hiccup at the threshold", []Window{with(calm, func(w *Window) { w.HiccupP99 = 50 })}, false, true, SignalHiccup, 50, 1},
+		{"send lag", []Window{with(calm, func(w *Window) { w.SendLagP99, w.SendsLate = 160, 11 })}, false, true, SignalSendLag, 160, 1},
+		{"a stalled loop's few sends, all late", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends, w.SendsLate = 250, 24, 24 })}, false, true, SignalSendLag, 250, 1},
 		{"one stray late send", []Window{with(calm, func(w *Window) { w.SendLagP99, w.Sends, w.SendsLate = 900, 3, 1 })}, false, false, "", 0, 0},
 		{"cpu", []Window{with(calm, func(w *Window) { w.CPUShare = 0.99 })}, false, true, SignalCPU, 0.99, 1},
 		{"connect judged", []Window{with(calm, func(w *Window) { w.ConnectP99, w.ConnectsLate = 12, 5 })}, true, true, SignalConnect, 12, 1},
@@ -41,7 +41,7 @@ func TestJudge(t *testing.T) {
 			at(with(calm, func(w *Window) { w.CPUShare = 1 }), 3),
 			at(with(calm, func(w *Window) { w.HiccupP99 = 500 }), 4),
 		}, false, true, SignalCPU, 1, 3},
-		{"hiccup before send lag in one window", []Window{with(calm, func(w *Window) { w.HiccupP99, w.SendLagP99, w.SendsLate = 30, 300, 50 })}, false, true, SignalHiccup, 30, 1},
+		{"hiccup before send lag in one window", []Window{with(calm, func(w *Window) { w.HiccupP99, w.SendLagP99, w.SendsLate = 60, 300, 50 })}, false, true, SignalHiccup, 60, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,7 +276,7 @@ func TestParseThresholds(t *testing.T) {
 }
 
 func FuzzParseThresholds(f *testing.F) {
-	f.Add("hiccup=20ms,send-lag=50ms,cpu=0.95,connect=10ms,min-late=5")
+	f.Add("hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5")
 	f.Add("cpu=1e-9")
 	f.Fuzz(func(t *testing.T, s string) {
 		th, err := ParseThresholds(s)

@@ -20,6 +20,11 @@
 // rate of 20,000 users with fewer sockets, or to run the journey fast in tests. It does
 // not scale the stages.
 //
+// Every run judges its own generator (Result.Health, package genhealth): how late each
+// request went out against its due time, a 1 ms hiccup probe, the process's CPU share
+// and the dial times, per second; a saturated run measured the generator, and Search does
+// not score it.
+//
 // Non-goals: TLS, HTTP/2, pipelining, redirects (3xx answers count as successes, as in
 // the challenge, and are not followed).
 package journey

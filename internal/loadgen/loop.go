@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -53,8 +54,8 @@ type loop struct {
 
 	// The generator's verdict: this loop's send lags and connect() times (genhealth), and
 	// when the loop last asked to wake.
-	lag, connects *genhealth.Recorder
-	asked         int64
+	lag, connects  *genhealth.Recorder
+	asked, yielded int64
 }
 
 // copySockaddr returns a copy of sa. x/sys/unix marshals a Sockaddr into a buffer inside
@@ -152,6 +153,14 @@ func (l *loop) run() {
 			e.stall()
 		}
 		now = e.now()
+		if now-l.yielded > int64(time.Millisecond) {
+			// A busy loop finds events at every turn and never parks; with one P (-w 1) the
+			// process's other goroutines, the controller and the hiccup probe, would wait
+			// for the runtime's 10 ms preemption, and the probe would blame the generator
+			// for its own scheduling.
+			runtime.Gosched()
+			l.yielded = now
+		}
 		if l.asked <= now {
 			// The loop's own lateness: it asked to wake at l.asked (a request due, a retry,
 			// a timeout check) and runs only now. It goes with the send lags: in open loop the
