@@ -63,9 +63,9 @@ type Thresholds struct {
 // Default thresholds (see Thresholds), chosen between the worst second of healthy runs
 // and the mildest of starved ones on this project's 2-core machine (docs/bench.md, "The
 // generator's verdict"): healthy, the generator alone on its core, hiccup p99 at most
-// 20.5 ms, send lag p99 41 ms, CPU 0.91 of its core, connect() p99 0.12 ms; starved (a
-// cgroup at 10 % of a core), CPU 1.01 to 1.06 of its quota and hiccup p99 49 to 110 ms in
-// every run.
+// 20.5 ms, send lag p99 41 ms, CPU 0.91 of its core, connect() p99 0.11 ms in 29 of 30
+// runs; starved (a cgroup at 10 % of a core), CPU 1.00 to 1.08 of its quota in every one
+// of 30 runs, hiccup p99 up to 164 ms.
 const (
 	DefaultSendLagP99 = 100 * time.Millisecond
 	DefaultHiccupP99  = 50 * time.Millisecond
