@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 )
 
@@ -89,6 +90,13 @@ func TestParseArgs(t *testing.T) {
 			want: with(defaults("http://h/"), func(o *options) { o.connectionRate = 7 }),
 		},
 		{
+			name: "the generator verdict's thresholds",
+			args: []string{"--saturation", "hiccup=30ms,cpu=0.9", "http://h/"},
+			want: with(defaults("http://h/"), func(o *options) {
+				o.saturation = genhealth.Thresholds{HiccupP99: 30 * time.Millisecond, CPUShare: 0.9}
+			}),
+		},
+		{
 			name: "a path uses PORT",
 			args: []string{"/posts/1"},
 			env:  map[string]string{"PORT": "3801"},
@@ -135,6 +143,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{name: "value flag in a group", args: []string{"-jc", "http://h/"}, want: "cannot be grouped"},
 		{name: "https", args: []string{"https://h/"}, want: "only http"},
 		{name: "path without PORT", args: []string{"/x"}, want: "set PORT"},
+		{name: "bad threshold", args: []string{"--saturation", "lag=1ms", "http://h/"}, want: "unknown key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
