@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 )
 
@@ -37,7 +38,8 @@ type options struct {
 	noProgress     bool
 	statusCodes    bool
 	serverPID      int
-	histLog        string // --hist-log: write the latencies as an HdrHistogram interval log
+	histLog        string               // --hist-log: write the latencies as an HdrHistogram interval log
+	saturation     genhealth.Thresholds // --saturation: the generator verdict's thresholds
 	help           bool
 }
 
@@ -126,6 +128,7 @@ var flagDefs = []flagDef{
 	{[]string{"title", "T"}, valueFlag, func(o *options, v string) error { o.title = v; return nil }},
 	{[]string{"server-pid"}, valueFlag, func(o *options, v string) error { return positiveInt(v, &o.serverPID) }},
 	{[]string{"hist-log"}, valueFlag, func(o *options, v string) error { o.histLog = v; return nil }},
+	{[]string{"saturation"}, valueFlag, func(o *options, v string) (err error) { o.saturation, err = genhealth.ParseThresholds(v); return err }},
 	{[]string{"json", "j"}, boolFlag, func(o *options, _ string) error { o.json = true; return nil }},
 	{[]string{"latency", "l", "renderLatencyTable"}, boolFlag, func(o *options, _ string) error { o.latencyTable = true; return nil }},
 	{[]string{"no-progress", "n"}, boolFlag, func(o *options, _ string) error { o.noProgress = true; return nil }},
@@ -362,6 +365,8 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   --connect-rate NUM       open the connections at NUM per second; 0: all at once
                            (default: all at once up to 1,000 connections, 10,000/s above)
   --hist-log FILE          write the latencies as an HdrHistogram interval log (autocannon merge adds logs)
+  --saturation K=V,...     thresholds of the generator's verdict: hiccup=50ms,
+                           send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host
   -h/--help                this text
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 )
 
@@ -106,6 +107,13 @@ func TestParseArgs(t *testing.T) {
 			}),
 		},
 		{
+			name: "the generator verdict's thresholds",
+			args: []string{"--saturation", "hiccup=30ms,cpu=0.9", "http://h/"},
+			want: with(defaults("http://h/"), func(o *options) {
+				o.saturation = genhealth.Thresholds{HiccupP99: 30 * time.Millisecond, CPUShare: 0.9}
+			}),
+		},
+		{
 			name: "a path uses PORT",
 			args: []string{"/posts/1"},
 			env:  map[string]string{"PORT": "3801"},
@@ -154,6 +162,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{name: "path without PORT", args: []string{"/x"}, want: "set PORT"},
 		{name: "bad source address", args: []string{"--local-addrs", "127.0.0.9-127.0.0.2", "http://h/"}, want: "--local-addrs"},
 		{name: "negative connect rate", args: []string{"--connect-rate", "-5", "http://h/"}, want: "or 0 for all at once"},
+		{name: "bad threshold", args: []string{"--saturation", "lag=1ms", "http://h/"}, want: "unknown key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

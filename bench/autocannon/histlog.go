@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/histlog"
 	"github.com/onehost/onehost/internal/journey"
 	"github.com/onehost/onehost/internal/loadgen"
@@ -35,7 +37,7 @@ func writeHistLog(path string, lg histlog.Log) error {
 
 // loadgenLog is a plain run's log: one interval, tag "all", over the whole run.
 func loadgenLog(res *loadgen.Result) histlog.Log {
-	return histlog.Log{Base: res.Start, Intervals: []histlog.Interval{{
+	return histlog.Log{Base: res.Start, Generator: res.Health.String(), Intervals: []histlog.Interval{{
 		Tag: "all", Length: res.Duration(), Hist: res.Latency,
 	}}}
 }
@@ -44,7 +46,7 @@ func loadgenLog(res *loadgen.Result) histlog.Log {
 // part of the run; Routes[].Hist holds the hold's requests only).
 func usersLog(res journey.Result, end time.Time) histlog.Log {
 	start := end.Add(-res.Elapsed)
-	lg := histlog.Log{Base: start}
+	lg := histlog.Log{Base: start, Generator: res.Health.String()}
 	for _, name := range routeOrder {
 		c, ok := res.Routes[name]
 		if !ok || c.Hist.Histogram == nil {
@@ -59,10 +61,44 @@ func usersLog(res journey.Result, end time.Time) histlog.Log {
 // (the same "latency" object its JSON has) of every log's requests added together, and
 // one per tag.
 type mergeReport struct {
-	Files    []string             `json:"files"`
-	Requests int64                `json:"requests"`
-	Latency  dist                 `json:"latency"`
-	Tags     map[string]mergedTag `json:"tags"`
+	Files     []string             `json:"files"`
+	Requests  int64                `json:"requests"`
+	Latency   dist                 `json:"latency"`
+	Tags      map[string]mergedTag `json:"tags"`
+	Generator mergedGenerator      `json:"generator"`
+}
+
+// mergedGenerator is the verdict on the logs' generators, as far as the logs carry one
+// (the line each wrote, not its per-second figures): saturated if any was.
+type mergedGenerator struct {
+	Saturated bool   `json:"saturated"`
+	Verdict   string `json:"verdict"` // the report's line
+	// Unmeasured are the files that carry no verdict (written by another tool, or before
+	// the verdict existed).
+	Unmeasured []string `json:"unmeasured,omitempty"`
+}
+
+// mergeGenerators judges the generators of the logs read from files.
+func mergeGenerators(files []string, logs []histlog.Log) mergedGenerator {
+	var g mergedGenerator
+	for i, lg := range logs {
+		sat, reason, ok := genhealth.ParseLine(lg.Generator)
+		switch {
+		case !ok:
+			g.Unmeasured = append(g.Unmeasured, files[i])
+		case sat && !g.Saturated:
+			g.Saturated = true
+			g.Verdict = fmt.Sprintf("generator: SATURATED (%s: %s): the merged run is invalid", files[i], reason)
+		}
+	}
+	switch {
+	case g.Saturated:
+	case len(g.Unmeasured) > 0:
+		g.Verdict = fmt.Sprintf("generator: not measured in %d of %d logs (%s)", len(g.Unmeasured), len(logs), strings.Join(g.Unmeasured, ", "))
+	default:
+		g.Verdict = fmt.Sprintf("generator: ok in all %d logs", len(logs))
+	}
+	return g
 }
 
 type mergedTag struct {
@@ -99,12 +135,16 @@ func runMerge(args []string, stdout, stderr io.Writer) error {
 		logs = append(logs, lg)
 	}
 	m := histlog.Merge(logs...)
-	r := mergeReport{Files: fs.Args(), Requests: m.All.TotalCount(), Latency: latencyDist(m.All), Tags: map[string]mergedTag{}}
+	r := mergeReport{Files: fs.Args(), Requests: m.All.TotalCount(), Latency: latencyDist(m.All), Tags: map[string]mergedTag{},
+		Generator: mergeGenerators(fs.Args(), logs)}
 	for _, tag := range m.TagNames() {
 		r.Tags[tag] = mergedTag{Requests: m.Tags[tag].TotalCount(), Latency: latencyDist(m.Tags[tag])}
 	}
 	if *out != "" {
 		lg := histlog.Log{Base: m.Base}
+		if r.Generator.Saturated || len(r.Generator.Unmeasured) == 0 {
+			lg.Generator = r.Generator.Verdict
+		}
 		for _, tag := range m.TagNames() {
 			lg.Intervals = append(lg.Intervals, histlog.Interval{Tag: tag, Length: time.Duration(len(m.PerSecond)) * time.Second, Hist: m.Tags[tag]})
 		}
@@ -134,4 +174,5 @@ func printMerge(w io.Writer, r mergeReport, m histlog.Merged) {
 	if len(m.Tags) > 1 {
 		row("all", m.All)
 	}
+	fmt.Fprintln(w, r.Generator.Verdict)
 }

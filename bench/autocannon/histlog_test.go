@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/histlog"
 	"github.com/onehost/onehost/internal/journey"
 )
 
@@ -130,7 +131,7 @@ func TestUsersHistLogMerge(t *testing.T) {
 		log := filepath.Join(dir, "users"+string(rune('a'+i))+".hlog")
 		logs = append(logs, log)
 		var stdout, stderr bytes.Buffer
-		args := strings.Fields("-n 4 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -j -hist-log " + log + " -tokens " + tokens + " " + srv.URL)
+		args := strings.Fields("-saturation hiccup=1s,send-lag=1s,cpu=100 -n 4 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -j -hist-log " + log + " -tokens " + tokens + " " + srv.URL)
 		if err := runUsers(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil {
 			t.Fatalf("users %d: %v\n%s", i, err, stderr.String())
 		}
@@ -178,7 +179,7 @@ func TestUsersShares(t *testing.T) {
 		go func() { // both shares run at once, as on two hosts
 			defer wg.Done()
 			var stdout, stderr bytes.Buffer
-			args := strings.Fields("-n 2 -first-user " + first + " -total-users 4 -start-at " + startAt + " -seed 7 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -j -tokens " + tokens + " " + srv.URL)
+			args := strings.Fields("-saturation hiccup=1s,send-lag=1s,cpu=100 -n 2 -first-user " + first + " -total-users 4 -start-at " + startAt + " -seed 7 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -j -tokens " + tokens + " " + srv.URL)
 			if err := runUsers(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil {
 				errs[i] = fmt.Errorf("share from user %s: %w\n%s", first, err, stderr.String())
 				return
@@ -198,5 +199,35 @@ func TestUsersShares(t *testing.T) {
 	if m.Users != 4 || m.Requests == 0 || m.Histogram().TotalCount() != m.Requests || !m.Pass {
 		t.Errorf("merged: %d users, %d requests, histogram %d, pass %v; want 4 users, all requests, PASS",
 			m.Users, m.Requests, m.Histogram().TotalCount(), m.Pass)
+	}
+}
+
+// TestMergeGenerators: the merged verdict is saturated if any log's generator was, and
+// says which logs carried none.
+func TestMergeGenerators(t *testing.T) {
+	ok := "generator: ok (worst second: hiccup p99 0.4 ms, send lag p99 1.2 ms, CPU 31% of 1 CPU, connect p99 0.1 ms)"
+	sat := "generator: SATURATED (hiccup p99 87.0 ms at 3.0 s): the run is invalid"
+	tests := []struct {
+		name    string
+		lines   []string
+		wantSat bool
+		want    string
+	}{
+		{"all ok", []string{ok, ok}, false, "generator: ok in all 2 logs"},
+		{"one saturated", []string{ok, sat}, true, "generator: SATURATED (b: hiccup p99 87.0 ms at 3.0 s): the merged run is invalid"},
+		{"one without", []string{ok, ""}, false, "generator: not measured in 1 of 2 logs (b)"},
+		{"saturated beats unmeasured", []string{"", sat}, true, "generator: SATURATED (b: hiccup p99 87.0 ms at 3.0 s): the merged run is invalid"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs []histlog.Log
+			for _, l := range tc.lines {
+				logs = append(logs, histlog.Log{Generator: l})
+			}
+			g := mergeGenerators([]string{"a", "b"}, logs)
+			if g.Saturated != tc.wantSat || g.Verdict != tc.want {
+				t.Errorf("got %v %q, want %v %q", g.Saturated, g.Verdict, tc.wantSat, tc.want)
+			}
+		})
 	}
 }

@@ -11,7 +11,8 @@
 // the progress line; the tables go to stdout and the progress line to stderr. The JSON
 // output has autocannon's fields plus "mode", "rate", "per_second" (each sample: t,
 // requests, bytes, errors), "generator" (its CPU: workers, cpu_user_s, cpu_sys_s,
-// max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound) and, with --server-pid,
+// max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound; and "verdict", whether it kept up
+// in every second: package genhealth, docs/bench.md) and, with --server-pid,
 // "server" (the server's CPU per request, peak RSS, bytes per request, host CPU split and
 // per-second samples).
 //
@@ -87,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Timeout:        o.timeout,
 		Workers:        o.workers,
 		SampleInterval: o.sampleInt,
+		Saturation:     o.saturation,
 	}
 	var progress *progressPrinter
 	if !o.json && !o.noProgress && (o.amount > 0 || o.duration > 2*time.Second) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 	"github.com/onehost/onehost/internal/procstat"
 )
@@ -58,6 +59,7 @@ func TestRunText(t *testing.T) {
 		"\n50 requests in ",
 		"connections: 2 from the kernel's choice of source address, opened all at once, 0 reconnects\n",
 		"generator: ",
+		"\ngenerator: ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -104,7 +106,7 @@ func TestRunJSON(t *testing.T) {
 		"latency":    append(append(slices.Clone(stats), pcts...), "totalCount"),
 		"requests":   append(append(slices.Clone(stats), pcts...), "total", "sent"),
 		"throughput": append(append(slices.Clone(stats), pcts...), "total"),
-		"generator":  {"workers", "cpu_user_s", "cpu_sys_s", "max_worker_cpu", "avg_worker_cpu", "cpu_us_per_req", "bound"},
+		"generator":  {"workers", "cpu_user_s", "cpu_sys_s", "max_worker_cpu", "avg_worker_cpu", "cpu_us_per_req", "bound", "verdict"},
 		"server": {"pid", "cpu_user_us_per_req", "cpu_sys_us_per_req", "cpu_us_per_req", "cpu_user_s", "cpu_sys_s",
 			"peak_rss_bytes", "peak_connections", "bytes_per_req", "net_rx_bytes", "net_tx_bytes", "host", "samples"},
 	}
@@ -217,6 +219,7 @@ func TestPrintTextExtensions(t *testing.T) {
 		Mode: "closed", Start: time.Unix(0, 0), Finish: time.Unix(2, 0), Sent: 1000, Responses: 1000, Bytes: 150000,
 		StatusCodes: map[int]int64{200: 1000}, Latency: hdrhistogram.New(1, 60_000_000, 3),
 		Generator: loadgen.GeneratorCPU{Workers: 2, UserSec: 0.02, SysSec: 0.02, MaxWorkerCPU: 0.9, Bound: true},
+		Health:    genhealth.Verdict{Saturated: true, Signal: genhealth.SignalHiccup, Value: 42.5, At: 1, Windows: 2, CPUs: 2},
 	}
 	srv := &procstat.Summary{UserSec: 0.012, SysSec: 0.008, PeakRSS: 45_200_000,
 		Host: procstat.HostCPU{User: 57, System: 21, Idle: 2, Steal: 0.4, SoftIRQ: 3}}
@@ -226,6 +229,7 @@ func TestPrintTextExtensions(t *testing.T) {
 		"1k requests in 2s, 150 kB read\n",
 		"generator: 1% CPU of 2 workers (peak 90%), 40 µs CPU per request\n",
 		"generator-bound: in its busiest second the generator used 90% of its 2 workers' CPU",
+		"generator: SATURATED (hiccup p99 42.5 ms at 1 s): the run is invalid\n",
 		"server: 20 µs CPU per request (12 user + 8 system), peak RSS 45.2 MB, 150 B per request\n",
 		"host CPU: 57.0% user, 21.0% system, 2.0% idle, 0.4% steal, 3.0% softirq, 0.0% iowait\n",
 	} {

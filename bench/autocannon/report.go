@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/srcaddr"
@@ -74,6 +75,8 @@ type generatorReport struct {
 	CPUPerReq float64 `json:"cpu_us_per_req"`
 	// AvgWorkerCPU is the process's average CPU over the run, divided by Workers.
 	AvgWorkerCPU float64 `json:"avg_worker_cpu"`
+	// Verdict says whether the generator kept up in every second (package genhealth).
+	Verdict genhealth.Verdict `json:"verdict"`
 }
 
 // serverReport is what --server-pid sampled: the server's process tree and the host.
@@ -267,7 +270,7 @@ func newReport(o options, res *loadgen.Result, srv *procstat.Summary) *report {
 	r.Throughput = countDist(bytes, res.Bytes)
 
 	g := res.Generator
-	r.Generator = generatorReport{GeneratorCPU: g}
+	r.Generator = generatorReport{GeneratorCPU: g, Verdict: res.Health}
 	if res.Responses > 0 {
 		r.Generator.CPUPerReq = roundTo((g.UserSec+g.SysSec)*1e6/float64(res.Responses), 3)
 	}

@@ -96,6 +96,7 @@ func printText(w io.Writer, o options, r *report) {
 			"(over %.0f%%): the server may be faster than measured; give the generator more workers (-w) and cores\n",
 			g.MaxWorkerCPU*100, g.Workers, loadgen.BoundThreshold*100)
 	}
+	b.WriteString(g.Verdict.String() + "\n")
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "server: %s µs CPU per request (%s user + %s system), peak RSS %s, %s per request\n",
 			jsNumber(roundTo(s.TotalPerReq, 2)), jsNumber(roundTo(s.UserPerReq, 2)), jsNumber(roundTo(s.SysPerReq, 2)),

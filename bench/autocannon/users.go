@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/journey"
 	"github.com/onehost/onehost/internal/procstat"
 )
@@ -29,8 +30,9 @@ const usersUsage = `Usage: autocannon users [flags] URL
 Runs the "$12 Server Challenge" user journey (internal/journey) against URL: N virtual
 users, each on its own keep-alive connection, ramped up, held and ramped down; prints
 requests, req/s, latency percentiles (from each request's due time; also per route, in
-the hold), failures and the challenge's verdict (p95 < 500 ms, p99 < 1 s, failures
-< 1 %), and exits non-zero on FAIL.
+the hold), failures, the generator's verdict (ok, or SATURATED: the run is invalid) and
+the challenge's verdict (p95 < 500 ms, p99 < 1 s, failures < 1 %), and exits non-zero on
+FAIL or on a saturated generator.
 With -search, runs the challenge's search for the largest N that passes instead.
 
 More users than one process can hold open files for (its open-file limit less 512) are
@@ -77,7 +79,8 @@ type usersOptions struct {
 	seed       uint64
 	json       bool
 	progress   time.Duration
-	histLog    string // -hist-log: the hold's latencies per route as an interval log
+	histLog    string               // -hist-log: the hold's latencies per route as an interval log
+	saturation genhealth.Thresholds // -saturation: the generator verdict's thresholds
 	// A share of a run over several hosts (ceiling challenge -load-hosts): this host's
 	// users are firstUser.. of totalUsers, all hosts starting at startAt.
 	firstUser, totalUsers int
@@ -117,6 +120,10 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	startAt := fs.Int64("start-at", 0, "start the ramp at this wall-clock time, in Unix milliseconds (every host of a shared run waits for it)")
 	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route as an HdrHistogram interval log (autocannon merge adds logs)")
 	fs.DurationVar(&o.progress, "progress", 10*time.Second, "print a progress line this often (0: never)")
+	fs.Func("saturation", "thresholds of the generator's verdict: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
+		o.saturation, err = genhealth.ParseThresholds(v)
+		return err
+	})
 	fs.BoolVar(&o.search, "search", false, "search for the largest passing number of users (the challenge's score)")
 	fs.IntVar(&o.warmup, "warmup", 1000, "search: users of the unjudged warm-up trial (0: none)")
 	fs.IntVar(&o.start, "start", 2500, "search: users of the first judged trial, doubled while trials pass")
@@ -274,6 +281,7 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 		FirstUser:  o.firstUser,
 		TotalUsers: o.totalUsers,
 		StartAt:    o.startAt,
+		Saturation: o.saturation,
 	}
 
 	// The generator's own CPU, children included: it must stay well below the machine's,
@@ -307,6 +315,9 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 	}
 	if runErr != nil {
 		return fmt.Errorf("users: %w", runErr)
+	}
+	if res.Health.Saturated {
+		return fmt.Errorf("INVALID: the generator was SATURATED (%s): it, not the server, was measured (docs/bench.md, \"The generator's verdict\")", res.Health.Reason())
 	}
 	if !res.Pass {
 		return fmt.Errorf("FAIL: %s", strings.Join(res.Reasons, "; "))
@@ -369,10 +380,16 @@ func (c *usersCmd) search(ctx context.Context, o usersOptions, base journey.Conf
 		if res.Capped {
 			fmt.Fprintf(c.stdout, "(stopped doubling at -max %d)\n", o.max)
 		}
+		if res.GeneratorLimit > 0 {
+			fmt.Fprintf(c.stdout, "generator: SATURATED from %d users on: no trial of as many was scored, and the score is this generator's limit, not the server's\n", res.GeneratorLimit)
+		}
 		fmt.Fprintf(c.stdout, "generator CPU: user %.1f s, sys %.1f s\n", sum.UserSec, sum.SysSec)
 	}
 	if err != nil {
 		return err
+	}
+	if res.GeneratorLimit > 0 {
+		return fmt.Errorf("INVALID: the generator was SATURATED from %d users on: the search measured it, not the server, above that", res.GeneratorLimit)
 	}
 	if res.Best == 0 {
 		return errors.New("FAIL: no number of users passed")
@@ -439,6 +456,7 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 			StartAt:       start,
 			LocalAddrs:    splitAddrs(cfg.LocalAddrs, i, k),
 			ProgressEvery: o.progress,
+			Saturation:    cfg.Saturation,
 		}
 		first += n
 		if spec.Seed == 0 {
@@ -493,20 +511,21 @@ func splitAddrs(addrs []netip.Addr, i, k int) []netip.Addr {
 
 // usersChildSpec is a child's part of a split run, passed in usersChildEnv.
 type usersChildSpec struct {
-	URL           string        `json:"url"`
-	Tokens        string        `json:"tokens"` // the token file's absolute path
-	Users         int           `json:"users"`
-	FirstUser     int           `json:"first_user"`
-	TotalUsers    int           `json:"total_users"`
-	Ramp          time.Duration `json:"ramp"`
-	Hold          time.Duration `json:"hold"`
-	RampDown      time.Duration `json:"rampdown"`
-	TimeScale     float64       `json:"time_scale"`
-	Timeout       time.Duration `json:"timeout"`
-	Seed          uint64        `json:"seed"`
-	StartAt       time.Time     `json:"start_at"`
-	LocalAddrs    []netip.Addr  `json:"local_addrs"`
-	ProgressEvery time.Duration `json:"progress_every"`
+	URL           string               `json:"url"`
+	Tokens        string               `json:"tokens"` // the token file's absolute path
+	Users         int                  `json:"users"`
+	FirstUser     int                  `json:"first_user"`
+	TotalUsers    int                  `json:"total_users"`
+	Ramp          time.Duration        `json:"ramp"`
+	Hold          time.Duration        `json:"hold"`
+	RampDown      time.Duration        `json:"rampdown"`
+	TimeScale     float64              `json:"time_scale"`
+	Timeout       time.Duration        `json:"timeout"`
+	Seed          uint64               `json:"seed"`
+	StartAt       time.Time            `json:"start_at"`
+	LocalAddrs    []netip.Addr         `json:"local_addrs"`
+	ProgressEvery time.Duration        `json:"progress_every"`
+	Saturation    genhealth.Thresholds `json:"saturation"`
 }
 
 // usersChildMessage is one line a child writes to its stdout: progress while it runs,
@@ -607,6 +626,7 @@ func (c *usersCmd) child(ctx context.Context, specJSON string) error {
 		Timeout:    spec.Timeout,
 		StartAt:    spec.StartAt,
 		Seed:       spec.Seed,
+		Saturation: spec.Saturation,
 	}
 	if spec.ProgressEvery > 0 {
 		cfg.ProgressEvery = spec.ProgressEvery
@@ -745,7 +765,14 @@ func printUsersResult(w io.Writer, out usersOutput) {
 	g := out.Generator
 	fmt.Fprintf(&b, "generator CPU: %.2f cores on average (user %.1f s, sys %.1f s), peak RSS %d MiB\n",
 		g.AvgCores, g.UserSec, g.SysSec, g.PeakRSS>>20)
-	if r.Pass {
+	b.WriteString(r.Health.String())
+	if r.Health.Parts > 1 {
+		fmt.Fprintf(&b, " [%d processes]", r.Health.Parts)
+	}
+	b.WriteString("\n")
+	if r.Health.Saturated {
+		b.WriteString("INVALID: the generator, not the server, was measured; neither PASS nor FAIL\n")
+	} else if r.Pass {
 		b.WriteString("PASS (p95 < 500 ms, p99 < 1 s, failures < 1 %)\n")
 	} else {
 		fmt.Fprintf(&b, "FAIL: %s\n", strings.Join(r.Reasons, "; "))
@@ -786,8 +813,14 @@ func printSearchStep(w io.Writer, s journey.SearchStep) {
 	if r.Requests > 0 {
 		rate = 100 * float64(r.Failures) / float64(r.Requests)
 	}
+	if s.Invalid {
+		verdict = "INVALID, not scored (generator SATURATED: " + r.Health.Reason() + ")"
+	}
 	if s.Phase == journey.PhaseWarmup {
 		verdict = "done (not judged)"
+		if s.Invalid {
+			verdict += "; generator SATURATED: " + r.Health.Reason()
+		}
 	}
 	fmt.Fprintf(w, "%-7s %6d users (ramp %v, hold %v, ramp-down %v): %d requests, %s req/s in the hold, p95 %s, p99 %s, failures %.2f%%: %s\n",
 		s.Phase, s.Users, s.Ramp, s.Hold, s.RampDown, r.Requests, usersNum(holdRPS(r)),

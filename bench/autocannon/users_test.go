@@ -218,6 +218,7 @@ func TestUsersSplit(t *testing.T) {
 		},
 	}
 	args := strings.Fields("-n 6 -procs 2 -ramp 100ms -hold 1s -rampdown 100ms -time-scale 1000 -seed 7 -j " +
+		"-saturation hiccup=1s,send-lag=1s,cpu=100 " +
 		"-local-addrs 127.0.0.2-127.0.0.3 -tokens " + tokens + " " + srv.URL)
 	if err := c.run(context.Background(), args); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -230,6 +231,9 @@ func TestUsersSplit(t *testing.T) {
 	if children != 2 || r.Users != 6 || r.UserEquivalents != 6000 || !r.Pass {
 		t.Errorf("children %d, users %d, user-equivalents %v, pass %v %q; want 2 children, 6 users, 6000, PASS",
 			children, r.Users, r.UserEquivalents, r.Pass, r.Reasons)
+	}
+	if h := r.Health; h.Parts != 2 || h.Windows == 0 || h.Saturated || h.Peak.Sends == 0 {
+		t.Errorf("merged generator verdict %s (%d parts, %d windows, peak %+v): want ok from both children", h, h.Parts, h.Windows, h.Peak)
 	}
 	if got := r.Histogram().TotalCount(); r.Requests == 0 || got != r.Requests {
 		t.Errorf("requests %d, merged histogram %d values; want equal and positive", r.Requests, got)
@@ -247,15 +251,22 @@ func TestUsersSplit(t *testing.T) {
 
 // TestUsersVerdict runs in one process and checks the summary and the exit status.
 func TestUsersVerdict(t *testing.T) {
+	// Generous thresholds keep a busy machine's stalls from making the pass and fail cases
+	// invalid; a CPU share no process stays under makes the saturated one.
+	const generous = "-saturation hiccup=1s,send-lag=1s,cpu=100"
 	tests := []struct {
 		name    string
 		status  int
+		flags   string
 		want    []string
 		wantErr string
 	}{
-		{"pass", 0, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed",
-			"latency by route in the hold:\n  feed   "}, ""},
-		{"fail", http.StatusInternalServerError, []string{"FAIL: failures 100.00% >= 1%", "status: 500×"}, "FAIL"},
+		{"pass", 0, generous, []string{"users: 4 (4000 user-equivalents)", "PASS", "requests by route: feed",
+			"latency by route in the hold:\n  feed   ", "\ngenerator: ok (worst second: hiccup p99 "}, ""},
+		{"fail", http.StatusInternalServerError, generous, []string{"FAIL: failures 100.00% >= 1%", "status: 500×"}, "FAIL"},
+		{"saturated", 0, "-saturation cpu=0.000001", []string{"\ngenerator: SATURATED (CPU ",
+			"INVALID: the generator, not the server, was measured; neither PASS nor FAIL\n"}, "INVALID: the generator was SATURATED (CPU "},
+		{"saturated and failing", http.StatusInternalServerError, "-saturation cpu=0.000001", []string{"\ngenerator: SATURATED (CPU "}, "INVALID"},
 	}
 	tokens := writeTestTokens(t, 4)
 	for _, tc := range tests {
@@ -263,7 +274,7 @@ func TestUsersVerdict(t *testing.T) {
 			srv := httptest.NewServer(&usersFake{status: tc.status})
 			defer srv.Close()
 			var stdout, stderr bytes.Buffer
-			args := strings.Fields("-n 4 -ramp 50ms -hold 500ms -rampdown 50ms -time-scale 1000 -tokens " + tokens + " " + srv.URL)
+			args := strings.Fields(tc.flags + " -n 4 -ramp 50ms -hold 1s -rampdown 50ms -time-scale 1000 -tokens " + tokens + " " + srv.URL)
 			err := runUsers(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("runUsers error = %v, want %q", err, tc.wantErr)

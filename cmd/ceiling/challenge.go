@@ -22,6 +22,7 @@ import (
 	"github.com/onehost/onehost/internal/ceiling"
 	"github.com/onehost/onehost/internal/challenge"
 	"github.com/onehost/onehost/internal/cpuquota"
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/journey"
 	"github.com/onehost/onehost/internal/loadhosts"
 )
@@ -82,6 +83,10 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 		return nil
 	})
 	fs.StringVar(&c.serverHost, "server-host", "127.0.0.1", "address the server listens on (with -load-hosts: one the hosts reach)")
+	fs.Func("saturation", "thresholds of the generator's verdict, passed to autocannon users: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
+		c.search.Run.Saturation, err = genhealth.ParseThresholds(v)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -339,13 +344,18 @@ func startQuoted(ctx context.Context, self, name string, cores float64, cpus []i
 // or one load host's share, whose flags come in share), printing its result as JSON.
 func usersArgv(bin, tokens string, rc journey.Config, n int, share ...string) []string {
 	argv := append([]string{bin, "users", "-n", strconv.Itoa(n)}, share...)
+	if s := rc.Saturation.String(); s != "" {
+		argv = append(argv, "-saturation", s)
+	}
 	return append(argv, "-time-scale", strconv.FormatFloat(rc.TimeScale, 'g', -1, 64),
 		"-ramp", rc.Ramp.String(), "-hold", rc.Hold.String(), "-rampdown", rc.RampDown.String(),
 		"-progress", "0", "-j", "-tokens", tokens, rc.URL)
 }
 
 // generatorTrial runs one `autocannon users -j` and reads its result. The generator exits
-// 1 when the trial fails the challenge's thresholds, with the result on stdout all the same.
+// 1 when the trial fails the challenge's thresholds, or when its own verdict says it was
+// saturated (Result.Health: the search then does not score the trial), with the result on
+// stdout all the same.
 func generatorTrial(ctx context.Context, argv []string) (journey.Result, error) {
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

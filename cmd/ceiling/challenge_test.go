@@ -37,6 +37,9 @@ func TestChallengeEndToEnd(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(os.Args[0], "challenge", "-users", "300", "-time-scale", "20",
 		"-ramp", "1s", "-hold", "3s", "-rampdown", "1s", "-seed", seed, "-tokens", tokens,
+		// A busy machine's stalls must not make the trial invalid here; the verdict's own
+		// tests are genhealth's and the generators'.
+		"-saturation", "hiccup=1s,send-lag=1s,cpu=100",
 		"-worker", filepath.Join(dir, "worker"), "-autocannon", filepath.Join(dir, "autocannon"), "-out", out)
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -66,5 +69,7 @@ func TestChallengeEndToEnd(t *testing.T) {
 	}
 	if tr := got.Scores[0].Trials; len(tr) != 1 || tr[0].PerRequest <= 0 || tr[0].Result.Requests == 0 {
 		t.Errorf("trial %+v: want requests and a CPU per request", tr)
+	} else if h := tr[0].Result.Health; h.Windows == 0 || h.Saturated || h.Thresholds.CPUShare != 100 {
+		t.Errorf("trial's generator verdict %s (%d windows, thresholds %+v): want ok, measured under the given thresholds", h, h.Windows, h.Thresholds)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/onehost/onehost/internal/genhealth"
 )
 
 // Outcome is what one load-generator run reports, whichever generator it was.
@@ -23,6 +25,11 @@ type Outcome struct {
 	Bound      bool    // the generator says it could not keep up
 	MaxThread  float64 // busiest worker thread's CPU, fraction of a core; 0 unknown
 	GenThreads int     // worker threads it ran
+	// Saturated: the generator's own verdict (package genhealth) says some second of the
+	// run was beyond it, so the run measured the generator; Saturation says which signal.
+	// wrk has no such verdict.
+	Saturated  bool
+	Saturation string
 }
 
 // acStat is one of autocannon's histogram summaries (requests, latency, throughput).
@@ -53,11 +60,12 @@ type AutocannonReport struct {
 	Pipelining  int     `json:"pipelining"`
 	Mode        string  `json:"mode"`
 	Generator   *struct {
-		Workers      int     `json:"workers"`
-		CPUUserS     float64 `json:"cpu_user_s"`
-		CPUSysS      float64 `json:"cpu_sys_s"`
-		MaxWorkerCPU float64 `json:"max_worker_cpu"`
-		Bound        bool    `json:"bound"`
+		Workers      int                `json:"workers"`
+		CPUUserS     float64            `json:"cpu_user_s"`
+		CPUSysS      float64            `json:"cpu_sys_s"`
+		MaxWorkerCPU float64            `json:"max_worker_cpu"`
+		Bound        bool               `json:"bound"`
+		Verdict      *genhealth.Verdict `json:"verdict"`
 	} `json:"generator"`
 	// Server is the clone's own view of the --server-pid tree, kept as it came.
 	Server json.RawMessage `json:"server"`
@@ -97,6 +105,9 @@ func ParseAutocannon(b []byte) (AutocannonReport, Outcome, error) {
 		o.Bound = r.Generator.Bound
 		o.MaxThread = r.Generator.MaxWorkerCPU
 		o.GenThreads = r.Generator.Workers
+		if v := r.Generator.Verdict; v != nil && v.Saturated {
+			o.Saturated, o.Saturation = true, v.Reason()
+		}
 	}
 	if o.Requests < 0 || o.Bytes < 0 || o.DurationS < 0 {
 		return r, o, errors.New("parse autocannon output: negative counts")

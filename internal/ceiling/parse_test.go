@@ -31,6 +31,11 @@ func TestParseAutocannon(t *testing.T) {
 			}
 		})
 	}
+	// The clone's verdict on its own generator: saturated makes the run the generator's.
+	sat := `{"requests":{"total":100},"duration":1,"generator":{"workers":1,"verdict":{"saturated":true,"signal":"hiccup p99","value":40,"at_s":2,"windows":3}}}`
+	if _, got, err := ParseAutocannon([]byte(sat)); err != nil || !got.Saturated || got.Saturation != "hiccup p99 40.0 ms at 2 s" {
+		t.Errorf("saturated report: got %+v, %v; want Saturated by hiccup p99 40.0 ms at 2 s", got, err)
+	}
 	for _, tc := range []struct{ name, in string }{
 		{"empty", ""},
 		{"not json", "Running 3s test"},

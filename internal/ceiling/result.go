@@ -135,6 +135,11 @@ type Run struct {
 	GenUsPerReq  float64 `json:"gen_us_per_req"`           // generator CPU per request
 	GenMaxThread float64 `json:"gen_max_thread,omitempty"` // busiest worker thread, fraction of a core (autocannon)
 	GenBoundFlag bool    `json:"gen_bound_flag,omitempty"` // the generator said it was bound
+	// GenSaturated: the generator's own verdict (autocannon's, package genhealth) found a
+	// second beyond it; the run is invalid and its verdict is generator. GenSaturation
+	// names the signal and its value.
+	GenSaturated  bool   `json:"gen_saturated,omitempty"`
+	GenSaturation string `json:"gen_saturation,omitempty"`
 
 	Host    HostCPU       `json:"host"`
 	Workers []WorkerShare `json:"workers,omitempty"`

@@ -760,6 +760,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.BytesPerReq = round(float64(o2.Bytes)/float64(o2.Requests), 1)
 	}
 	r.GenBoundFlag, r.GenMaxThread = o2.Bound, round(o2.MaxThread, 3)
+	r.GenSaturated, r.GenSaturation = o2.Saturated, o2.Saturation
 	if o2.GenThreads > 0 {
 		r.GenThreads = o2.GenThreads
 	}

@@ -81,6 +81,8 @@ type Evidence struct {
 	LinkRateBytesPerS float64 // the link's rate; 0 when unshaped (no link limit known)
 
 	GenBound     bool    // the generator says it was bound
+	GenSaturated bool    // the generator's own verdict: some second was beyond it
+	GenReason    string  // which signal, its value
 	GenBusyCores float64 // the generator's CPU seconds per wall second
 	GenThreads   int     // its worker threads
 	GenMaxThread float64 // its busiest thread, fraction of a core; 0 unknown
@@ -103,14 +105,15 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 		ServerBusyCores: r.ServerBusyCores, ServerCores: r.ServerCores, Shared: r.SharedCores,
 		HostIdlePct:   r.Host.Idle,
 		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
-		GenBound: r.GenBoundFlag, GenBusyCores: r.GenBusyCores, GenThreads: r.GenThreads, GenMaxThread: r.GenMaxThread,
+		GenBound: r.GenBoundFlag, GenSaturated: r.GenSaturated, GenReason: r.GenSaturation, GenBusyCores: r.GenBusyCores, GenThreads: r.GenThreads, GenMaxThread: r.GenMaxThread,
 		Requests: r.Requests, ConnectErrors: r.ConnectErrors, Errors: r.Errors, ErrorText: r.ErrorText,
 		Writes: r.Writes, P99Ms: r.P99Ms, BaselineP99Ms: baselineP99Ms, CPUUs: r.ServerCPUUsPerReq,
 	}
 }
 
 // Judge names what ran out first, with the numbers that say so. The checks run in order:
-// fd (failures make every other figure moot), sqlite by CPU growth (a writing workload whose
+// generator when its own verdict says it was saturated (the run measured the generator,
+// so no other figure of it can be trusted), fd (failures make every other figure moot), sqlite by CPU growth (a writing workload whose
 // CPU per request multiplied as connections were added), cpu (the server's own cores full), nic
 // (the link full while the cores are not), generator (the offered load was the limit),
 // cpu of the host (no idle CPU left anywhere: shared cores or other processes), sqlite;
@@ -120,6 +123,9 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	cores := float64(e.ServerCores)
 	cpu := fmt.Sprintf("server CPU %.0f%% of %.0f%%", 100*e.ServerBusyCores, 100*cores)
 
+	if e.GenSaturated {
+		return VerdictGenerator, "generator SATURATED (" + e.GenReason + "): the run is invalid (" + cpu + ")"
+	}
 	fdText := fdError(e.ErrorText)
 	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {
 		ev := fmt.Sprintf("%d failed connects of %d requests", e.ConnectErrors, e.Requests)

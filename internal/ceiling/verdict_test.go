@@ -28,6 +28,12 @@ func TestJudge(t *testing.T) {
 		}), VerdictCPU, "server CPU 390%"},
 		{"link at 80%", with(func(e *Evidence) { e.LinkRateBytesPerS = 12.5e6; e.LinkBytesPerS = 10e6 }), VerdictUnclear, "link 80% of 100mbit"},
 		{"generator says bound", with(func(e *Evidence) { e.GenBound = true }), VerdictGenerator, "generator says it was bound"},
+		{"generator saturated", with(func(e *Evidence) { e.GenSaturated, e.GenReason = true, "hiccup p99 87.0 ms at 3 s" }),
+			VerdictGenerator, "generator SATURATED (hiccup p99 87.0 ms at 3 s): the run is invalid (server CPU 200% of 400%)"},
+		{"generator saturated before cpu and fd", with(func(e *Evidence) {
+			e.GenSaturated, e.GenReason = true, "CPU 99% of 1 CPU at 2 s"
+			e.ServerBusyCores, e.ConnectErrors = 4, 500
+		}), VerdictGenerator, "generator SATURATED (CPU 99% of 1 CPU at 2 s)"},
 		{"generator's busiest thread", with(func(e *Evidence) { e.GenMaxThread = 0.95 }), VerdictGenerator, "busiest thread 95% of a core"},
 		{"generator threads all busy", with(func(e *Evidence) { e.GenBusyCores = 3.7 }), VerdictGenerator, "generator 370% on 4 threads"},
 		{"refused connects", with(func(e *Evidence) { e.ConnectErrors = 500 }), VerdictFD, "500 failed connects of 100000 requests"},

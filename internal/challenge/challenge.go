@@ -66,7 +66,11 @@ type Score struct {
 	Confirmed bool `json:"confirmed"`
 	// UserEquivalents is Users × the time scale: the challenge's users that many users offer.
 	UserEquivalents float64 `json:"user_equivalents"`
-	Trials          []Trial `json:"trials"`
+	// GeneratorLimit is the fewest users of a trial whose generator was saturated (that
+	// trial was not scored; 0: none was): the score is then the generator's limit, and the
+	// server's may be higher.
+	GeneratorLimit int     `json:"generator_limit,omitempty"`
+	Trials         []Trial `json:"trials"`
 	// Err is why the measurement stopped early, if it did.
 	Err string `json:"error,omitempty"`
 }
@@ -158,14 +162,17 @@ func score(ctx context.Context, cfg Config, srv Server, logf func(string, ...any
 		if err != nil {
 			return sc, err
 		}
+		invalid := r.Health.Saturated
 		search.OnStep(journey.SearchStep{Phase: "trial", Users: cfg.Users, Ramp: rc.Ramp, Hold: rc.Hold,
-			RampDown: rc.RampDown, Pass: r.Pass, Result: r})
-		if r.Pass {
+			RampDown: rc.RampDown, Pass: r.Pass && !invalid, Invalid: invalid, Result: r})
+		if invalid {
+			sc.GeneratorLimit = cfg.Users
+		} else if r.Pass {
 			sc.Users = cfg.Users // one trial: nothing to confirm
 		}
 	} else {
 		res, err := journey.Search(ctx, search)
-		sc.Users, sc.Confirmed = res.Best, res.Confirmed
+		sc.Users, sc.Confirmed, sc.GeneratorLimit = res.Best, res.Confirmed, res.GeneratorLimit
 		if err != nil {
 			sc.UserEquivalents = float64(sc.Users) * ts
 			return sc, err
@@ -179,12 +186,15 @@ func score(ctx context.Context, cfg Config, srv Server, logf func(string, ...any
 func trialLine(t Trial) string {
 	r := t.Result
 	verdict := "PASS"
-	if !t.Pass {
+	switch {
+	case t.Invalid:
+		verdict = "INVALID, not scored: generator SATURATED (" + r.Health.Reason() + ")"
+	case !t.Pass:
 		verdict = "FAIL (" + strings.Join(r.Reasons, ", ") + ")"
 	}
 	hold := holdStage(r)
-	return fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request",
-		verdict, groupDigits(hold.RPS), ms(r.Latency.P95), ms(r.Latency.P99), r.Failures, r.Requests, us(t.PerRequest))
+	return fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request; %s",
+		verdict, groupDigits(hold.RPS), ms(r.Latency.P95), ms(r.Latency.P99), r.Failures, r.Requests, us(t.PerRequest), r.Health)
 }
 
 func holdStage(r journey.Result) journey.Stage {
@@ -232,6 +242,10 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 	for _, s := range scores {
 		if s.Err != "" {
 			fmt.Fprintf(w, "%s stopped early: %s\n", s.Server, s.Err)
+		}
+		if s.GeneratorLimit > 0 {
+			fmt.Fprintf(w, "%s: the generator was SATURATED from %s users (%s user-equivalents) on; those trials were not scored, so the score is the generator's limit: the server may hold more\n",
+				s.Server, groupDigits(float64(s.GeneratorLimit)), groupDigits(float64(s.GeneratorLimit)*ts))
 		}
 	}
 	if len(scores) > 1 && scores[1].UserEquivalents > 0 {

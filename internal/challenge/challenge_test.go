@@ -8,15 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/journey"
 )
 
 // fakeTrial passes up to capacity users: a server that holds that many and no more.
-func fakeTrial(capacity int) func(context.Context, journey.Config) (journey.Result, error) {
+// From genLimit users on (0: never) its generator is saturated.
+func fakeTrial(capacity int, genLimit ...int) func(context.Context, journey.Config) (journey.Result, error) {
 	return func(_ context.Context, rc journey.Config) (journey.Result, error) {
 		r := journey.Result{URL: rc.URL, Users: rc.Users, TimeScale: rc.TimeScale, Requests: int64(rc.Users) * 10, Pass: rc.Users <= capacity}
 		if !r.Pass {
 			r.Reasons = []string{"p95 600ms >= 500ms"}
+		}
+		r.Health = genhealth.Verdict{Windows: 10}
+		if len(genLimit) > 0 && genLimit[0] > 0 && rc.Users >= genLimit[0] {
+			r.Health = genhealth.Verdict{Windows: 10, Saturated: true, Signal: genhealth.SignalHiccup, Value: 90, At: 4}
 		}
 		r.Stages = []journey.Stage{{Name: "hold", RPS: float64(rc.Users) / 10}}
 		return r, nil
@@ -32,22 +38,26 @@ func fakeServer(name string, started *[]string) Server {
 
 func TestRun(t *testing.T) {
 	tests := []struct {
-		name      string
-		capacity  int
-		users     int
-		wantUsers int
-		confirmed bool
+		name         string
+		capacity     int
+		genLimit     int // 0: the generator never saturates
+		users        int
+		wantUsers    int
+		confirmed    bool
+		wantGenLimit int
 	}{
-		{"search", 7000, 0, 7000, true},
-		{"one trial that passes", 7000, 4000, 4000, false},
-		{"one trial that fails", 7000, 9000, 0, false},
+		{"search", 7000, 0, 0, 7000, true, 0},
+		{"one trial that passes", 7000, 0, 4000, 4000, false, 0},
+		{"one trial that fails", 7000, 0, 9000, 0, false, 0},
+		{"search below a saturated generator", 7000, 5000, 0, 4750, true, 5000},
+		{"one trial, generator saturated", 7000, 3000, 4000, 0, false, 4000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var started []string
 			var lines []string
 			search := journey.SearchConfig{Run: journey.Config{TimeScale: 2, Hold: time.Second}, Warmup: -1,
-				Trial: fakeTrial(tt.capacity)}
+				Trial: fakeTrial(tt.capacity, tt.genLimit)}
 			scores, err := Run(context.Background(), Config{
 				Servers: []Server{fakeServer("ours", &started), fakeServer("peer", &started)},
 				Search:  search, Users: tt.users,
@@ -63,9 +73,15 @@ func TestRun(t *testing.T) {
 			if s.Users != tt.wantUsers || s.Confirmed != tt.confirmed || s.UserEquivalents != float64(tt.wantUsers)*2 {
 				t.Errorf("score %d users (confirmed %v, %v UE), want %d (confirmed %v)", s.Users, s.Confirmed, s.UserEquivalents, tt.wantUsers, tt.confirmed)
 			}
+			if s.GeneratorLimit != tt.wantGenLimit {
+				t.Errorf("generator limit %d, want %d", s.GeneratorLimit, tt.wantGenLimit)
+			}
 			for _, tr := range s.Trials {
 				if tr.Result.URL != "http://ours" || tr.PerRequest < 0 {
 					t.Errorf("trial %+v: want our URL and a CPU per request", tr.SearchStep)
+				}
+				if sat := tt.genLimit > 0 && tr.Users >= tt.genLimit; tr.Invalid != sat || (sat && tr.Pass) {
+					t.Errorf("trial of %d users: invalid %v pass %v, want invalid %v and no pass", tr.Users, tr.Invalid, tr.Pass, sat)
 				}
 			}
 			if len(lines) != 2*len(s.Trials) {
@@ -74,7 +90,11 @@ func TestRun(t *testing.T) {
 			var b strings.Builder
 			WriteReport(&b, scores, search, 0.2, "a note")
 			out := b.String()
-			for _, want := range []string{"0.2 of one core each", "a note", "ours", "peer", Published} {
+			wants := []string{"0.2 of one core each", "a note", "ours", "peer", Published}
+			if tt.wantGenLimit > 0 {
+				wants = append(wants, "ours: the generator was SATURATED from "+groupDigits(float64(tt.wantGenLimit))+" users")
+			}
+			for _, want := range wants {
 				if !strings.Contains(out, want) {
 					t.Errorf("report lacks %q:\n%s", want, out)
 				}

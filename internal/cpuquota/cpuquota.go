@@ -173,3 +173,97 @@ func hasWord(b []byte, w string) bool {
 	}
 	return false
 }
+
+// Limit is the CPU limit, in cores, of the cgroup this process is in (the smallest
+// quota of it and its ancestors, as the kernel applies them all), or 0 when none is set
+// or none can be read: a generator divides its own CPU by it to say how much of what it
+// may use it used.
+func Limit(cfg Config) float64 {
+	if cfg.Root == "" {
+		cfg.Root = "/sys/fs/cgroup"
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	return limitOf(cfg.Root, b)
+}
+
+// limitOf reads the quotas along the paths /proc/self/cgroup (b) names: cgroup v2's
+// cpu.max on the unified line ("0::/path"), v1's cpu.cfs_quota_us and cpu.cfs_period_us
+// on the line of the cpu controller.
+func limitOf(root string, b []byte) float64 {
+	best := 0.0
+	take := func(cores float64) {
+		if cores > 0 && (best == 0 || cores < best) {
+			best = cores
+		}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctls, path := parts[1], filepath.Clean("/"+parts[2])
+		var dirs []string // the cgroup's directory and its ancestors' under one mount
+		read := func(dir string) float64 { return 0 }
+		switch {
+		case ctls == "":
+			if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+				continue
+			}
+			dirs = []string{root}
+			read = func(dir string) float64 {
+				v, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
+				if err != nil {
+					return 0
+				}
+				f := strings.Fields(string(v))
+				if len(f) != 2 || f[0] == "max" {
+					return 0
+				}
+				q, err1 := strconv.ParseFloat(f[0], 64)
+				p, err2 := strconv.ParseFloat(f[1], 64)
+				if err1 != nil || err2 != nil || p <= 0 {
+					return 0
+				}
+				return q / p
+			}
+		case hasWord([]byte(strings.ReplaceAll(ctls, ",", " ")), "cpu"):
+			for _, m := range []string{ctls, "cpu", "cpu,cpuacct", "cpuacct,cpu"} {
+				if _, err := os.Stat(filepath.Join(root, m, "cpu.cfs_quota_us")); err == nil {
+					dirs = []string{filepath.Join(root, m)}
+					break
+				}
+			}
+			read = func(dir string) float64 {
+				q, err1 := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+				p, err2 := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+				if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+					return 0
+				}
+				return float64(q) / float64(p)
+			}
+		default:
+			continue
+		}
+		if len(dirs) == 0 {
+			continue
+		}
+		for p := path; ; p = filepath.Dir(p) {
+			take(read(filepath.Join(dirs[0], p)))
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return best
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}

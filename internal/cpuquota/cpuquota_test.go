@@ -192,3 +192,42 @@ func TestQuotaHoldsABusyProcess(t *testing.T) {
 		t.Errorf("never throttled: %+v", st)
 	}
 }
+
+// TestLimitOf reads a process's own limit from fixture hierarchies: the smallest quota
+// along its cgroup's path, v1 or v2.
+func TestLimitOf(t *testing.T) {
+	write := func(t *testing.T, path, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		files  map[string]string
+		cgroup string
+		want   float64
+	}{
+		{"v2 own quota", map[string]string{"cgroup.controllers": "cpu io", "gen/cpu.max": "10000 100000"}, "0::/gen\n", 0.1},
+		{"v2 parent's smaller", map[string]string{"cgroup.controllers": "cpu", "a/cpu.max": "50000 100000", "a/b/cpu.max": "max 100000"}, "0::/a/b\n", 0.5},
+		{"v2 unlimited", map[string]string{"cgroup.controllers": "cpu", "a/cpu.max": "max 100000"}, "0::/a\n", 0},
+		{"v1 cpu,cpuacct", map[string]string{"cpu,cpuacct/cpu.cfs_quota_us": "-1", "cpu,cpuacct/cpu.cfs_period_us": "100000",
+			"cpu,cpuacct/g/cpu.cfs_quota_us": "20000", "cpu,cpuacct/g/cpu.cfs_period_us": "100000"}, "4:cpu,cpuacct:/g\n0::/\n", 0.2},
+		{"v1 root only", map[string]string{"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, "1:cpu:/\n", 0},
+		{"nothing", nil, "garbage", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for f, s := range tc.files {
+				write(t, filepath.Join(root, f), s)
+			}
+			if got := limitOf(root, []byte(tc.cgroup)); got != tc.want {
+				t.Errorf("got %v cores, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ type Interval struct {
 type Log struct {
 	Base      time.Time // the wall-clock time interval starts count from
 	Intervals []Interval
+	// Generator is the verdict on the generator that recorded the log (package genhealth's
+	// one-line form), kept in a "#[Generator: …]" comment that other tools skip; "" none.
+	Generator string
 }
 
 // Write writes lg in the interval-log format.
@@ -51,6 +54,12 @@ func Write(w io.Writer, lg Log) error {
 	fmt.Fprintf(bw, "#[Histogram log format version %s]\n", hdrhistogram.HISTOGRAM_LOG_FORMAT_VERSION)
 	fmt.Fprintf(bw, "#[StartTime: %.3f (seconds since epoch), %s]\n", base, lg.Base.UTC().Format(time.RFC3339))
 	fmt.Fprintf(bw, "#[BaseTime: %.3f (seconds since epoch)]\n", base)
+	if lg.Generator != "" {
+		if strings.ContainsAny(lg.Generator, "]\r\n") {
+			return fmt.Errorf("write interval log: generator verdict %q has a ] or a line break", lg.Generator)
+		}
+		fmt.Fprintf(bw, "#[Generator: %s]\n", lg.Generator)
+	}
 	bw.WriteString(`"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"` + "\n")
 	for _, iv := range lg.Intervals {
 		if strings.ContainsAny(iv.Tag, ", \r\n") {
@@ -99,6 +108,9 @@ func Read(r io.Reader) (Log, error) {
 				return lg, fmt.Errorf("read line %d: base time: %w", n, err)
 			}
 			base, haveBase = v, true
+			continue
+		case strings.HasPrefix(line, "#[Generator: ") && strings.HasSuffix(line, "]"):
+			lg.Generator = line[len("#[Generator: ") : len(line)-1]
 			continue
 		case strings.HasPrefix(line, "#"):
 			continue

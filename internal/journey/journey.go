@@ -20,6 +20,11 @@
 // rate of 20,000 users with fewer sockets, or to run the journey fast in tests. It does
 // not scale the stages.
 //
+// Every run judges its own generator (Result.Health, package genhealth): how late each
+// request went out against its due time, a 1 ms hiccup probe, the process's CPU share
+// and the dial times, per second; a saturated run measured the generator, and Search does
+// not score it.
+//
 // Non-goals: TLS, HTTP/2, pipelining, redirects (3xx answers count as successes, as in
 // the challenge, and are not followed).
 package journey
@@ -45,6 +50,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
 
@@ -130,6 +136,9 @@ type Config struct {
 	Progress func(Progress)
 	// ProgressEvery is how often Progress is called. Default 10s.
 	ProgressEvery time.Duration
+	// Saturation are the thresholds of the generator's verdict (Result.Health); zero
+	// fields: genhealth's defaults.
+	Saturation genhealth.Thresholds
 }
 
 // Progress is a running count, for a live display.
@@ -251,6 +260,9 @@ type shard struct {
 	errors      map[string]int64
 	iterations  int64
 	feedRetries int64
+
+	// The generator's verdict: this shard's users' send lags and dial times.
+	lag, dial *genhealth.Recorder
 }
 
 // newShard makes a shard with all its histograms, so that record never allocates.
@@ -279,6 +291,10 @@ type runner struct {
 
 	readers sync.Pool // *bufio.Reader, held only while a response is read
 	bodies  sync.Pool // *bytes.Buffer, held only while a feed is read
+
+	// stall, set only by tests, runs before every request: a generator that falls behind
+	// its users' schedules on purpose.
+	stall func()
 }
 
 // Run runs the journey: Users users through the ramp, hold and ramp-down, and returns
@@ -294,6 +310,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r := &runner{cfg: cfg, tgt: tgt, start: cfg.StartAt}
+	return r.run(ctx)
+}
+
+// run is Run once the configuration is checked.
+func (r *runner) run(ctx context.Context) (Result, error) {
+	cfg, tgt := r.cfg, r.tgt
 	r.spread = srcaddr.Plan(tgt.ip(), cfg.TotalUsers, cfg.PerAddr, cfg.LocalAddrs)
 	if r.start.IsZero() {
 		r.start = time.Now()
@@ -301,8 +323,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.readers.New = func() any { return bufio.NewReaderSize(nil, 8<<10) }
 	r.bodies.New = func() any { return new(bytes.Buffer) }
 	r.shards = make([]*shard, min(max(2*runtime.GOMAXPROCS(0), 1), 16))
+	// A dial's time holds the server's accept queue as well as the generator's connect(),
+	// so it is reported, not judged.
+	health := genhealth.Start(genhealth.Config{Thresholds: cfg.Saturation})
 	for i := range r.shards {
 		r.shards[i] = newShard()
+		r.shards[i].lag, r.shards[i].dial = health.SendLag(), health.Connect()
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -340,6 +366,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	<-progressDone
 
 	res := r.result(time.Since(r.start))
+	res.Health = health.Stop()
 	return res, ctx.Err()
 }
 

@@ -7,6 +7,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
 
@@ -154,6 +155,10 @@ type Result struct {
 	Reasons []string         `json:"reasons,omitempty"`
 	// Spread says how the users' connections were spread over source addresses.
 	Spread srcaddr.Report `json:"spread"`
+	// Health is the generator's verdict (package genhealth); a saturated run is invalid,
+	// neither a pass nor a fail of the server. Results written before it existed decode
+	// as not measured.
+	Health genhealth.Verdict `json:"generator_verdict"`
 }
 
 // Histogram returns the latencies of all stages together.
@@ -222,7 +227,9 @@ func Share(users, k, i int) int {
 // summed, Elapsed is the longest, and the summaries and verdict are recomputed.
 func Merge(results ...Result) Result {
 	var m Result
+	var health []genhealth.Verdict
 	for i, r := range results {
+		health = append(health, r.Health)
 		if i == 0 {
 			m.URL, m.TimeScale = r.URL, r.TimeScale
 			m.Spread = r.Spread // every process plans the whole run's spread (users by global number)
@@ -271,6 +278,7 @@ func Merge(results ...Result) Result {
 	if len(m.Errors) == 0 {
 		m.Errors = nil
 	}
+	m.Health = genhealth.Merge(health...)
 	m.finish()
 	return m
 }

@@ -51,7 +51,10 @@ type SearchStep struct {
 	Hold     time.Duration `json:"hold_ns"`
 	RampDown time.Duration `json:"rampdown_ns"`
 	Pass     bool          `json:"pass"`
-	Result   Result        `json:"result"`
+	// Invalid: the trial's generator was saturated (Result.Health), so it measured the
+	// generator: it is neither a pass nor a fail, and Pass is false.
+	Invalid bool   `json:"invalid,omitempty"`
+	Result  Result `json:"result"`
 }
 
 // SearchResult is a search's outcome.
@@ -62,8 +65,13 @@ type SearchResult struct {
 	Best      int  `json:"best"`
 	Confirmed bool `json:"confirmed"`
 	// Capped is set when every doubling passed up to Max.
-	Capped bool         `json:"capped,omitempty"`
-	Steps  []SearchStep `json:"steps"`
+	Capped bool `json:"capped,omitempty"`
+	// GeneratorLimit is the fewest users of a trial whose generator was saturated (0:
+	// none was). The search climbs no higher than that: above it the generator, not the
+	// server, would be measured, so Best is then the server's score only as far as the
+	// generator could tell.
+	GeneratorLimit int          `json:"generator_limit,omitempty"`
+	Steps          []SearchStep `json:"steps"`
 }
 
 func (c SearchConfig) withDefaults() SearchConfig {
@@ -95,7 +103,10 @@ func (c SearchConfig) withDefaults() SearchConfig {
 // Start users, doubling while trials pass; then bisection between the largest pass and
 // the smallest failure, in multiples of Step, until they are at most Step apart; then one
 // trial of the largest pass with the full ConfirmHold. A failed confirmation steps down
-// by Step (up to ConfirmTries times). It returns the steps so far with any trial's error.
+// by Step (up to ConfirmTries times). A trial whose generator was saturated is invalid:
+// not scored, and no trial of as many users or more follows it (a confirmation that is
+// invalid steps down as a failed one does). It returns the steps so far with any trial's
+// error.
 func Search(ctx context.Context, cfg SearchConfig) (SearchResult, error) {
 	cfg = cfg.withDefaults()
 	var res SearchResult
@@ -118,13 +129,17 @@ func Search(ctx context.Context, cfg SearchConfig) (SearchResult, error) {
 		if err != nil {
 			return false, fmt.Errorf("search: %s trial with %d users: %w", phase, users, err)
 		}
+		invalid := r.Health.Saturated
 		step := SearchStep{Phase: phase, Users: users, Ramp: rc.Ramp, Hold: rc.Hold, RampDown: rc.RampDown,
-			Pass: r.Pass, Result: r}
+			Pass: r.Pass && !invalid, Invalid: invalid, Result: r}
 		res.Steps = append(res.Steps, step)
+		if invalid && phase != PhaseWarmup && (res.GeneratorLimit == 0 || users < res.GeneratorLimit) {
+			res.GeneratorLimit = users
+		}
 		if cfg.OnStep != nil {
 			cfg.OnStep(step)
 		}
-		return r.Pass, nil
+		return step.Pass, nil
 	}
 
 	if cfg.Warmup > 0 {

@@ -169,6 +169,12 @@ func (u *user) sleep(ctx context.Context, t time.Time) bool {
 // and returns its status (0 on a transport error) and when it ended.
 func (u *user) do(ctx context.Context, route int, req []byte, due time.Time, feed bool) (int, time.Time) {
 	u.ids = u.ids[:0]
+	if u.r.stall != nil {
+		u.r.stall()
+	}
+	// Send lag, for the generator's verdict: the request was due when the think timer
+	// before it was (or, with no think time, when the last response ended); it goes now.
+	u.sh.lag.Record(time.Since(due))
 	status, kind := u.roundTrip(ctx, req, feed)
 	end := time.Now()
 	if ctx.Err() != nil {
@@ -182,7 +188,9 @@ func (u *user) do(ctx context.Context, route int, req []byte, due time.Time, fee
 func (u *user) roundTrip(ctx context.Context, req []byte, feed bool) (int, string) {
 	c := u.currentConn()
 	if c == nil {
+		t0 := time.Now()
 		nc, err := u.dialer.DialContext(ctx, "tcp", u.r.tgt.addr)
+		u.sh.dial.Record(time.Since(t0))
 		if err != nil {
 			return 0, errKind("connect", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onehost/onehost/internal/genhealth"
 )
 
 // Config describes a run. Its zero value, plus a URL, is autocannon's default run: 10
@@ -67,6 +69,9 @@ type Config struct {
 	ConnectRate float64
 	// Progress, when set, is called after each sample from the goroutine running Run.
 	Progress func(Progress)
+	// Saturation are the thresholds of the generator's verdict (Result.Health); zero
+	// fields: genhealth's defaults.
+	Saturation genhealth.Thresholds
 }
 
 // Header is one request header.

@@ -38,6 +38,7 @@ type conn struct {
 	since   int64 // csConnecting: when the connect started
 	retryAt int64 // csIdle: when to connect again
 	fails   int   // consecutive failed connects
+	freeAt  int64 // when the pipeline last had room again (opened, or a response to a full one)
 
 	buf      []byte
 	r, n     int // unread bytes are buf[r:n]
@@ -100,7 +101,10 @@ func (c *conn) connect(now int64) {
 	// Requests leave as soon as they are written, as every HTTP client does.
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c.fd = fd
-	switch err := unix.Connect(fd, c.l.sa); err {
+	t0 := e.now()
+	err = unix.Connect(fd, c.l.sa)
+	c.l.connects.Record(time.Duration(e.now() - t0)) // the kernel's own work: port choice, SYN
+	switch err {
 	case nil:
 		c.opened(now)
 	case unix.EINPROGRESS:
@@ -131,7 +135,7 @@ func (c *conn) opened(now int64) {
 		c.connectFailed(now)
 		return
 	}
-	c.state, c.fails = csOpen, 0
+	c.state, c.fails, c.freeAt = csOpen, 0, now
 	c.send(now)
 }
 
@@ -265,6 +269,9 @@ func (c *conn) frame(t int64) (done int64, err error) {
 // complete records the response to the oldest request in flight, finished at time t.
 func (c *conn) complete(t int64) {
 	due := c.due[c.head]
+	if c.fly == len(c.due) {
+		c.freeAt = t
+	}
 	c.head = (c.head + 1) % len(c.due)
 	c.fly--
 	c.codes[c.p.status]++
@@ -288,6 +295,7 @@ func (c *conn) send(now int64) {
 	}
 	// The loop's clock is when it woke; this write may come later in a busy turn, and its
 	// requests' latency starts now.
+	ready := now
 	now = e.now()
 	if e.rate {
 		due := 0
@@ -305,6 +313,16 @@ func (c *conn) send(now int64) {
 		}
 		return
 	}
+	// Send lag, for the generator's verdict: from when this request could first have gone
+	// to the write. In open loop that is its due time, or, if the pipeline was full then,
+	// when a response made room; the wake-up's lateness counts. In closed loop it is the
+	// start of the turn that found the connection free: the kernel gives no time for when a
+	// response arrived, so a loop that wakes late shows in the hiccup probe and its CPU
+	// share instead, and this lag shows a turn made long by its many connections.
+	if e.rate {
+		ready = max(e.dueAt(c.id, c.idx), c.freeAt)
+	}
+	c.l.lag.Record(time.Duration(now - ready))
 	pipe := len(c.due)
 	for i := range k {
 		at := now

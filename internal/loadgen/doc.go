@@ -13,7 +13,9 @@
 //     (no coordinated omission).
 //
 // Latencies go to HdrHistograms (1 µs to 60 s, 3 significant digits), one per worker,
-// merged at the end; per-second samples count requests, bytes and errors.
+// merged at the end; per-second samples count requests, bytes and errors. Every run also
+// judges its own generator (Result.Health, package genhealth): each loop's send lag and
+// connect() times, a 1 ms hiccup probe and the process's CPU share, per second.
 //
 // The client is lean on purpose, so that the generator costs no more CPU per request than
 // wrk: each worker is one goroutine running an event loop over its connections (raw

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/genhealth"
 )
 
 // loop is one worker: a goroutine running an event loop over its share of the
@@ -53,6 +56,11 @@ type loop struct {
 	// curJ of connection curID.
 	curID int
 	curJ  int64
+
+	// The generator's verdict: this loop's send lags and connect() times (genhealth), and
+	// when the loop last asked to wake.
+	lag, connects  *genhealth.Recorder
+	asked, yielded int64
 }
 
 // copySockaddr returns a copy of sa. x/sys/unix marshals a Sockaddr into a buffer inside
@@ -149,7 +157,24 @@ func (l *loop) run() {
 		if err := l.wait(); err != nil {
 			return
 		}
+		if e.stall != nil {
+			e.stall()
+		}
 		now = e.now()
+		if now-l.yielded > int64(time.Millisecond) {
+			// A busy loop finds events at every turn and never parks; with one P (-w 1) the
+			// process's other goroutines, the controller and the hiccup probe, would wait
+			// for the runtime's 10 ms preemption, and the probe would blame the generator
+			// for its own scheduling.
+			runtime.Gosched()
+			l.yielded = now
+		}
+		if l.asked <= now {
+			// The loop's own lateness: it asked to wake at l.asked (a request due, a retry,
+			// a timeout check) and runs only now. It goes with the send lags: in open loop the
+			// request due then goes out this late, whatever its connection's pipeline says.
+			l.lag.Record(time.Duration(now - l.asked))
+		}
 		for _, ev := range l.events[:l.nev] {
 			if ev.Fd == stopEvent {
 				return
@@ -218,6 +243,7 @@ func (l *loop) wait() error {
 	if l.e.rate && l.cursorLive() {
 		at = min(at, l.e.dueAt(l.curID, l.curJ))
 	}
+	l.asked = at
 	if at != l.dl {
 		if err := l.epf.SetReadDeadline(l.e.base.Add(time.Duration(at))); err != nil {
 			return err

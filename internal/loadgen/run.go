@@ -14,6 +14,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/genhealth"
 )
 
 // Latency histogram range, in microseconds.
@@ -45,6 +47,9 @@ type Result struct {
 	// Samples are taken every SampleInterval; a last partial interval is dropped.
 	Samples   []Sample
 	Generator GeneratorCPU
+	// Health is the generator's verdict (package genhealth): whether it kept up with its
+	// own schedule in every second of the run. A saturated run measured the generator.
+	Health genhealth.Verdict
 }
 
 // Duration is the run's length.
@@ -93,6 +98,9 @@ type engine struct {
 	loops    []*loop
 	// observe, set only by tests, sees every response: its connection, status and due time.
 	observe func(conn, status int, due int64)
+	// stall, set only by tests, runs at every turn of every loop: a generator that falls
+	// behind on purpose.
+	stall func()
 
 	stopped atomic.Bool
 	wg      sync.WaitGroup
@@ -275,6 +283,12 @@ func (e *engine) run(ctx context.Context) *Result {
 		// busy machine that is late, and requests due after the run would go out.
 		e.stopAt = e.t0 + int64(e.cfg.Duration)
 	}
+	// The connect times are the connect() calls themselves (conn.connect), the generator's
+	// own kernel work, so they may trip the verdict.
+	health := genhealth.Start(genhealth.Config{Interval: e.cfg.SampleInterval, Thresholds: e.cfg.Saturation, JudgeConnect: true})
+	for _, l := range e.loops {
+		l.lag, l.connects = health.SendLag(), health.Connect()
+	}
 	e.wg.Add(len(e.loops))
 	for _, l := range e.loops {
 		go l.run()
@@ -337,6 +351,7 @@ loop:
 	<-loopsDone
 	res.Finish = time.Now()
 	cpu := processCPU()
+	res.Health = health.Stop()
 
 	res.Latency = newHistogram()
 	for _, l := range e.loops {
