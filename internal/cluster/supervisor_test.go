@@ -30,12 +30,14 @@ func TestStartServesOnEverySlot(t *testing.T) {
 	if len(rows) != 2 || rows[0].ID != 0 || rows[1].ID != 1 {
 		t.Fatalf("status = %+v, want slots 0 and 1", rows)
 	}
-	waitFor(t, 5*time.Second, "stats polled", func() bool {
+	waitFor(t, 5*time.Second, "stats polled and /proc sampled", func() bool {
 		var n uint64
+		sampled := true
 		for _, r := range s.Status() {
 			n += r.Requests
+			sampled = sampled && r.RSSBytes > 0 // the /proc sample comes apart from the stats answer
 		}
-		return n >= 40
+		return n >= 40 && sampled
 	})
 	for _, r := range s.Status() {
 		if r.PID == 0 || r.Status != StateOnline || r.RSSBytes == 0 {
