@@ -126,7 +126,8 @@ func TestReloadAbortsWhenNewWorkerNeverReady(t *testing.T) {
 	t.Parallel()
 	modeFile := filepath.Join(t.TempDir(), "mode")
 	os.WriteFile(modeFile, []byte("ok"), 0o600)
-	s := startCluster(t, Config{Instances: 2, ListenTimeout: Duration(500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
+	// 1.5 s: long enough for a fake worker under -race to start on a busy machine.
+	s := startCluster(t, Config{Instances: 2, ListenTimeout: Duration(1500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
 	before := pids(s)
 	os.WriteFile(modeFile, []byte("notready"), 0o600)
 	l := clustertest.StartLoad("http://"+s.Addr()+"/", 2)
