@@ -350,8 +350,8 @@ func rejoin(ctx context.Context, cfg serveConfig, ln net.Listener) (*ipc.Conn, e
 	}
 	if out != nil {
 		// The logger writes to fd 2 (os.Stderr), so the new pipe takes its lines from now on.
-		syscall.Dup2(int(out.Fd()), 1)
-		syscall.Dup2(int(out.Fd()), 2)
+		syscall.Dup3(int(out.Fd()), 1, 0) // Dup3: every Linux architecture has it
+		syscall.Dup3(int(out.Fd()), 2, 0)
 		out.Close()
 	}
 	return c, nil

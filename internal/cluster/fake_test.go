@@ -178,8 +178,8 @@ func fakeWorker() {
 			break
 		}
 		if out != nil {
-			syscall.Dup2(int(out.Fd()), 1)
-			syscall.Dup2(int(out.Fd()), 2)
+			syscall.Dup3(int(out.Fd()), 1, 0) // Dup3: every Linux architecture has it
+			syscall.Dup3(int(out.Fd()), 2, 0)
 			out.Close()
 		}
 		fmt.Fprintln(os.Stderr, "fake worker adopted")
