@@ -98,28 +98,44 @@ func startSupervisorBin(t *testing.T, bins binaries, cfg, socket, listen string)
 	return cmd
 }
 
+// adoptable is a cluster of two real workers under a real supervisor process, under the
+// probe's load.
+type adoptable struct {
+	cfg, sock, listen string
+	ctl               *runningCluster
+	first             *exec.Cmd
+	old               []int // the workers' pids
+	probe             *loadProbe
+}
+
+func startAdoptable(t *testing.T, bins binaries) adoptable {
+	t.Helper()
+	dir := t.TempDir()
+	db := seedtest.Tiny(t, dir, false)
+	c := adoptable{cfg: filepath.Join(dir, "cluster.yaml"), sock: filepath.Join(dir, "s.sock"), listen: "127.0.0.1:" + freePort(t)}
+	os.WriteFile(c.cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
+	c.ctl = &runningCluster{socket: c.sock}
+	c.first = startSupervisorBin(t, bins, c.cfg, c.sock, c.listen)
+	var st statusReply
+	waitUntil(t, 60*time.Second, "cluster online", func() bool {
+		var err error
+		st, err = c.ctl.status()
+		return err == nil && len(st.Workers) == 2 && allOnline(st)
+	})
+	c.old = workerPIDs(st)
+	c.probe = startLoadProbe("http://" + c.listen + "/health")
+	time.Sleep(300 * time.Millisecond)
+	return c
+}
+
 // supervisorKill9Adopt: the supervisor is killed with -9 under load; its workers serve on;
 // a new supervisor on the same control socket adopts them all (same pids, shown adopted)
 // within a second of its start, a rolling reload then replaces them, and a kill -9 of a
 // worker after that is restarted as usual. Nothing fails throughout.
 func supervisorKill9Adopt(t *testing.T, bins binaries) {
-	dir := t.TempDir()
-	db := seedtest.Tiny(t, dir, false)
-	cfg := filepath.Join(dir, "cluster.yaml")
-	os.WriteFile(cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
-	sock := filepath.Join(dir, "s.sock")
-	listen := "127.0.0.1:" + freePort(t)
-	ctl := &runningCluster{socket: sock}
-	first := startSupervisorBin(t, bins, cfg, sock, listen)
+	c := startAdoptable(t, bins)
+	cfg, sock, listen, ctl, first, old, probe := c.cfg, c.sock, c.listen, c.ctl, c.first, c.old, c.probe
 	var st statusReply
-	waitUntil(t, 60*time.Second, "cluster online", func() bool {
-		var err error
-		st, err = ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
-	})
-	old := workerPIDs(st)
-	probe := startLoadProbe("http://" + listen + "/health")
-	time.Sleep(300 * time.Millisecond)
 	first.Process.Kill()
 	first.Wait()
 	time.Sleep(500 * time.Millisecond) // unsupervised, and serving
@@ -263,23 +279,9 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 // fails is only what the dead worker held (its connections, its queue). Then a kill -9 of
 // the adopted worker: replaced on its slot, as any worker.
 func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
-	dir := t.TempDir()
-	db := seedtest.Tiny(t, dir, false)
-	cfg := filepath.Join(dir, "cluster.yaml")
-	os.WriteFile(cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
-	sock := filepath.Join(dir, "s.sock")
-	listen := "127.0.0.1:" + freePort(t)
-	ctl := &runningCluster{socket: sock}
-	first := startSupervisorBin(t, bins, cfg, sock, listen)
+	c := startAdoptable(t, bins)
+	cfg, sock, listen, ctl, first, old, probe := c.cfg, c.sock, c.listen, c.ctl, c.first, c.old, c.probe
 	var st statusReply
-	waitUntil(t, 60*time.Second, "cluster online", func() bool {
-		var err error
-		st, err = ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
-	})
-	old := workerPIDs(st)
-	probe := startLoadProbe("http://" + listen + "/health")
-	time.Sleep(300 * time.Millisecond)
 	first.Process.Kill()
 	syscall.Kill(old[0], syscall.SIGKILL)
 	first.Wait()
