@@ -171,7 +171,7 @@ func (a series) less(b series) bool {
 // that served requests and that neither the generator nor failed connections limited.
 func fitPoint(r Run) bool {
 	return r.Skipped == "" && r.Requests > 0 && r.RPS > 0 && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 &&
-		r.Verdict != VerdictGenerator && r.Verdict != VerdictFD
+		r.Verdict != VerdictGenerator && r.Verdict != VerdictFD && r.Verdict != VerdictHostBusy
 }
 
 // Fit builds one Model per (source, workload, mode) from the sweep's unshaped runs. Runs
@@ -320,6 +320,8 @@ func check(i int, m Model, r Run) Check {
 		c.Note = "generator-bound: measured is a lower bound"
 	case r.Verdict == VerdictFD:
 		c.Note = "connections failed"
+	case r.Verdict == VerdictHostBusy:
+		c.Note = "host busy: other work took part of the run (left out of the fit)"
 	case p.LinkUnknown:
 		c.Note = "bytes per request unknown: the link limit is not applicable"
 	}

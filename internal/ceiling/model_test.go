@@ -175,3 +175,19 @@ func TestWriteReport(t *testing.T) {
 		t.Errorf("got %q, want %q", lines, want)
 	}
 }
+
+// TestFitLeavesOutDisturbedRuns: runs that measured something else than the server (the
+// generator, failed connects, a busy host) are no points of the efficiency fit.
+func TestFitLeavesOutDisturbedRuns(t *testing.T) {
+	base := Run{Purpose: PurposeSweep, Requests: 1000, RPS: 100, Verdict: VerdictCPU}
+	for _, tc := range []struct {
+		verdict string
+		want    bool
+	}{{VerdictCPU, true}, {VerdictUnclear, true}, {VerdictGenerator, false}, {VerdictFD, false}, {VerdictHostBusy, false}} {
+		r := base
+		r.Verdict = tc.verdict
+		if got := fitPoint(r); got != tc.want {
+			t.Errorf("fitPoint(verdict %s) = %v, want %v", tc.verdict, got, tc.want)
+		}
+	}
+}

@@ -141,8 +141,11 @@ type Run struct {
 	GenSaturated  bool   `json:"gen_saturated,omitempty"`
 	GenSaturation string `json:"gen_saturation,omitempty"`
 
-	Host    HostCPU       `json:"host"`
-	Workers []WorkerShare `json:"workers,omitempty"`
+	Host HostCPU `json:"host"`
+	// HostCores is how many CPUs Host's shares are of (/proc/stat's cpuN lines); 0 in
+	// results recorded before it was.
+	HostCores int           `json:"host_cores,omitempty"`
+	Workers   []WorkerShare `json:"workers,omitempty"`
 	// Steering is how the cluster dealt connections to its workers (`supervisor status`:
 	// "bpf-rr" or "hash"); "" for other modes.
 	Steering string `json:"steering,omitempty"`

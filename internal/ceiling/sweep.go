@@ -783,6 +783,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	r.GenBusyCores = round(res.cpuS/active, 3)
 	h := snap1.host.CPUSince(snap0.host)
 	r.Host = HostCPU{round(h.User, 1), round(h.System, 1), round(h.Idle, 1), round(h.IOWait, 1), round(h.SoftIRQ, 1), round(h.Steal, 1)}
+	r.HostCores = len(snap1.host.CPUs)
 	// Loopback's transmitted bytes alone: each byte between generator and server passes
 	// lo once, counted once as sent and once as received.
 	if lo := snap1.host.LoTxBytes - snap0.host.LoTxBytes; lo >= 0 {

@@ -14,6 +14,10 @@ const (
 	VerdictFD        = "fd"        // connections failed: descriptor limits or a full accept queue
 	VerdictSQLite    = "sqlite"    // a writing workload waits on the database's one write lock
 	VerdictUnclear   = "unclear"   // none of the above crossed its threshold
+	// VerdictHostBusy: other work on the host (processes that are neither the server nor
+	// the generator, steal) took more than Thresholds.OtherCores during the run, so its
+	// figures are not the server's alone; such runs are left out of the model.
+	VerdictHostBusy = "host-busy"
 )
 
 // Thresholds decide the verdict. The zero value means the defaults documented per field;
@@ -51,6 +55,11 @@ type Thresholds struct {
 	// cores do not buy throughput. A profile of the mix on two connections showed 46 % of
 	// the CPU in btreeInitPage and 32 % in pread.
 	SQLiteCPUGrowth float64
+	// OtherCores: host-busy when the host's busy CPU time less the server's and the
+	// generator's (other processes, steal, interrupts not charged to either) reaches this
+	// many cores on average over the run. Default 0.25: a quarter of a core of someone
+	// else's work changes a one-core run's figures by a quarter.
+	OtherCores float64
 }
 
 func (t Thresholds) withDefaults() Thresholds {
@@ -67,6 +76,7 @@ func (t Thresholds) withDefaults() Thresholds {
 	def(&t.SQLiteLatency, 3)
 	def(&t.SQLiteP99Ms, 50)
 	def(&t.SQLiteCPUGrowth, 2)
+	def(&t.OtherCores, 0.25)
 	return t
 }
 
@@ -76,6 +86,9 @@ type Evidence struct {
 	ServerCores     int     // cores the server was given
 	Shared          bool    // server and generator share cores
 	HostIdlePct     float64 // host idle over the run, percent of all CPUs
+	// OtherCores is the host's busy CPU (not idle, not iowait) less the server's and the
+	// generator's, in cores; -1 when the host's core count is unknown (older results).
+	OtherCores float64
 
 	LinkBytesPerS     float64 // bytes the link counts per second (loopback: both directions)
 	LinkRateBytesPerS float64 // the link's rate; 0 when unshaped (no link limit known)
@@ -101,7 +114,13 @@ type Evidence struct {
 
 // EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
 func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
+	other := -1.0
+	if r.HostCores > 0 {
+		busy := (100 - r.Host.Idle - r.Host.IOWait) / 100 * float64(r.HostCores)
+		other = max(0, busy-r.ServerBusyCores-r.GenBusyCores)
+	}
 	return Evidence{
+		OtherCores: other,
 		ServerBusyCores: r.ServerBusyCores, ServerCores: r.ServerCores, Shared: r.SharedCores,
 		HostIdlePct:   r.Host.Idle,
 		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
@@ -125,6 +144,10 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 
 	if e.GenSaturated {
 		return VerdictGenerator, "generator SATURATED (" + e.GenReason + "): the run is invalid (" + cpu + ")"
+	}
+	if e.OtherCores >= t.OtherCores {
+		return VerdictHostBusy, fmt.Sprintf("host busy (other work: %.2f cores): the run is not the server's alone (%s, generator %.0f%%)",
+			e.OtherCores, cpu, 100*e.GenBusyCores)
 	}
 	fdText := fdError(e.ErrorText)
 	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {

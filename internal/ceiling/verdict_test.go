@@ -35,6 +35,12 @@ func TestJudge(t *testing.T) {
 			e.ServerBusyCores, e.ConnectErrors = 4, 500
 		}), VerdictGenerator, "generator SATURATED (CPU 99% of 1 CPU at 2 s)"},
 		{"generator's busiest thread", with(func(e *Evidence) { e.GenMaxThread = 0.95 }), VerdictGenerator, "busiest thread 95% of a core"},
+		{"other work on the host", with(func(e *Evidence) { e.OtherCores = 0.6 }), VerdictHostBusy,
+			"host busy (other work: 0.60 cores): the run is not the server's alone (server CPU 200% of 400%, generator 50%)"},
+		{"other work under the threshold", with(func(e *Evidence) { e.OtherCores = 0.2 }), VerdictUnclear, ""},
+		{"host busy before cpu", with(func(e *Evidence) { e.OtherCores, e.ServerBusyCores = 1, 3.9 }), VerdictHostBusy, "other work: 1.00 cores"},
+		{"generator saturated before host busy", with(func(e *Evidence) { e.OtherCores, e.GenSaturated, e.GenReason = 1, true, "x" }), VerdictGenerator, "SATURATED"},
+		{"older result: host cores unknown", with(func(e *Evidence) { e.OtherCores = -1 }), VerdictUnclear, ""},
 		{"generator threads all busy", with(func(e *Evidence) { e.GenBusyCores = 3.7 }), VerdictGenerator, "generator 370% on 4 threads"},
 		{"refused connects", with(func(e *Evidence) { e.ConnectErrors = 500 }), VerdictFD, "500 failed connects of 100000 requests"},
 		{"one failed connect in a million", with(func(e *Evidence) { e.ConnectErrors = 1; e.Requests = 1000000 }), VerdictUnclear, ""},
@@ -103,5 +109,26 @@ func TestEvidenceOf(t *testing.T) {
 		Requests: 10, ConnectErrors: 1, Errors: 2, ErrorText: "x", Writes: true, P99Ms: 4, BaselineP99Ms: 2}
 	if got := EvidenceOf(r, 2); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestOtherCores: what the host did besides the server and the generator, from a run's
+// figures: busy CPU (not idle, not iowait) over the host's cores, less theirs.
+func TestOtherCores(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Run
+		want float64
+	}{
+		{"quiet: the two are all the host did", Run{HostCores: 2, Host: HostCPU{Idle: 30}, ServerBusyCores: 0.9, GenBusyCores: 0.5}, 0},
+		{"a hog on a server core half the run", Run{HostCores: 2, Host: HostCPU{Idle: 5, IOWait: 5}, ServerBusyCores: 0.9, GenBusyCores: 0.4}, 0.5},
+		{"steal counts as other", Run{HostCores: 4, Host: HostCPU{Idle: 50, Steal: 25}, ServerBusyCores: 1, GenBusyCores: 0.5}, 0.5},
+		{"unknown host cores", Run{Host: HostCPU{Idle: 0}, ServerBusyCores: 1}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EvidenceOf(tc.r, 0).OtherCores; got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("OtherCores = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
