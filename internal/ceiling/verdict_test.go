@@ -101,10 +101,10 @@ func TestJudgeThresholds(t *testing.T) {
 }
 
 func TestEvidenceOf(t *testing.T) {
-	r := Run{ServerBusyCores: 1.5, ServerCores: 2, SharedCores: true, Host: HostCPU{Idle: 7}, LoBytesPerS: 9e6,
+	r := Run{ServerBusyCores: 1.5, ServerCores: 2, SharedCores: true, Host: HostCPU{Idle: 7}, HostCores: 2, LoBytesPerS: 9e6,
 		LinkBitsPerS: 100e6, GenBoundFlag: true, GenBusyCores: 0.9, GenThreads: 1, GenMaxThread: 0.9,
 		Requests: 10, ConnectErrors: 1, Errors: 2, ErrorText: "x", Writes: true, P99Ms: 4}
-	want := Evidence{ServerBusyCores: 1.5, ServerCores: 2, Shared: true, HostIdlePct: 7, LinkBytesPerS: 9e6,
+	want := Evidence{ServerBusyCores: 1.5, ServerCores: 2, Shared: true, HostIdlePct: 7, OtherCores: 0 /* 1.86 cores busy, less 2.4: clamped */, LinkBytesPerS: 9e6,
 		LinkRateBytesPerS: 12.5e6, GenBound: true, GenBusyCores: 0.9, GenThreads: 1, GenMaxThread: 0.9,
 		Requests: 10, ConnectErrors: 1, Errors: 2, ErrorText: "x", Writes: true, P99Ms: 4, BaselineP99Ms: 2}
 	if got := EvidenceOf(r, 2); got != want {
