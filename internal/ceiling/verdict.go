@@ -120,7 +120,7 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 		other = max(0, busy-r.ServerBusyCores-r.GenBusyCores)
 	}
 	return Evidence{
-		OtherCores: other,
+		OtherCores:      other,
 		ServerBusyCores: r.ServerBusyCores, ServerCores: r.ServerCores, Shared: r.SharedCores,
 		HostIdlePct:   r.Host.Idle,
 		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
