@@ -307,6 +307,7 @@ func (l *loop) run() {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log().Error("event loop panicked", zap.Any("panic", v))
+			l.stopAccepting(fmt.Errorf("event loop: %v", v))
 			for _, c := range l.conns {
 				if c != nil {
 					l.close(c)
@@ -673,7 +674,7 @@ func (l *loop) complete(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.completed = append(l.completed, c)
-	if !l.signalled {
+	if !l.signalled && l.evfd >= 0 {
 		l.signalled = true
 		one := uint64(1)
 		syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.evfd), uintptr(unsafe.Pointer(&one)), 8)
