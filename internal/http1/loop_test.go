@@ -54,9 +54,16 @@ func testBlockingRequestDoesNotHoldOthers(t *testing.T, transport string) {
 			t.Fatalf("request %d while another waits: %+v, %v; want 200", i, got, err)
 		}
 	}
+	// A request pipelined behind the waiting one, sent while its handler waits, is kept
+	// for after it.
+	io.WriteString(waiting, "GET /pipelined HTTP/1.1\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
 	g.open()
 	if got, err := readResponse(waitingR); err != nil || got.body != "GET /async/wait ?|" {
 		t.Fatalf("the waiting request: %+v, %v; want its answer once its handler returned", got, err)
+	}
+	if got, err := readResponse(waitingR); err != nil || got.body != "GET /pipelined ?|" {
+		t.Fatalf("the request behind it: %+v, %v", got, err)
 	}
 	// The connection goes on after the deferred request.
 	io.WriteString(waiting, "GET /after HTTP/1.1\r\n\r\n")
