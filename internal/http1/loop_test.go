@@ -187,3 +187,15 @@ func testRoundTripAllocs(t *testing.T, transport string) {
 		t.Errorf("%v allocations per round trip, want 0", n)
 	}
 }
+
+func TestUnknownTransport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := &Server{Transport: "threads", Handler: echoHandler{}}
+	if err := s.Serve(ln); err == nil || !strings.Contains(err.Error(), `transport "threads"`) {
+		t.Fatalf("Serve = %v, want an error naming the transport", err)
+	}
+}

@@ -145,7 +145,8 @@ func (s *Server) log() *zap.Logger {
 	return s.Logger
 }
 
-// Serve accepts connections on ln until Shutdown, serving each on its own goroutine. It
+// Serve accepts connections on ln until Shutdown, serving each on its own goroutine (or, with
+// TransportLoop, from the event loops it starts on ln's socket; see loop.go). It
 // returns ErrServerClosed after Shutdown, or the listener's error. While the process is
 // out of descriptors, new connections are closed as soon as they arrive (see shed) and
 // the connections already open are served as usual.
