@@ -37,7 +37,9 @@ func TestKeepAliveSurvives66s(t *testing.T) {
 }
 
 // TestFifteenThousandKeepAlives: serving directly means ~15,000 open connections.
-func TestFifteenThousandKeepAlives(t *testing.T) {
+func TestFifteenThousandKeepAlives(t *testing.T) { forTransports(t, testFifteenThousandKeepAlives) }
+
+func testFifteenThousandKeepAlives(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("opens 15,000 connections")
 	}
@@ -47,7 +49,7 @@ func TestFifteenThousandKeepAlives(t *testing.T) {
 	if lim.Max < n+1000 {
 		t.Skipf("descriptor limit %d is below the %d this test needs", lim.Max, n+1000)
 	}
-	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+	w := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+seedtest.Path(t))
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
 	t.Cleanup(func() {

@@ -18,7 +18,9 @@ import (
 // TestInheritedSocketAndIPC plays the supervisor: it owns the listening socket, hands it to
 // the worker as fd 3 with the ipc socketpair as fd 4, waits for "ready", reads the
 // counters, asks for a drain, and checks that the socket's queue outlives the worker.
-func TestInheritedSocketAndIPC(t *testing.T) {
+func TestInheritedSocketAndIPC(t *testing.T) { forTransports(t, testInheritedSocketAndIPC) }
+
+func testInheritedSocketAndIPC(t *testing.T, transport string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func TestInheritedSocketAndIPC(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "SQLITE_PATH=" + seedtest.Path(t),
-		"LISTEN_FDS=1", ipc.EnvFD + "=4", ipc.EnvWorkerID + "=3"}
+		"LISTEN_FDS=1", ipc.EnvFD + "=4", ipc.EnvWorkerID + "=3", "TRANSPORT=" + transport}
 	cmd.ExtraFiles = []*os.File{lf, child}
 	var logs strings.Builder
 	cmd.Stderr = &logs

@@ -75,8 +75,12 @@ func TestTwoWorkersOneFile(t *testing.T) {
 }
 
 func TestAcknowledgedWriteSurvivesKill9(t *testing.T) {
+	forTransports(t, testAcknowledgedWriteSurvivesKill9)
+}
+
+func testAcknowledgedWriteSurvivesKill9(t *testing.T, transport string) {
 	db := seedtest.Path(t)
-	w := startWorker(t, "SQLITE_PATH="+db)
+	w := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+db)
 	auth := "Bearer " + token.Sign([]byte(testSecret), 3, "survivor", time.Now(), time.Now().Add(time.Hour))
 	r := do(t, "POST", "http://"+w.Addr+"/posts", auth, `{"body":"written before the crash"}`)
 	if r.status != 201 {
@@ -89,7 +93,7 @@ func TestAcknowledgedWriteSurvivesKill9(t *testing.T) {
 	}
 	w.Stop(t, syscall.SIGKILL)
 
-	w2 := startWorker(t, "SQLITE_PATH="+db)
+	w2 := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+db)
 	got := do(t, "GET", fmt.Sprintf("http://%s/posts/%d", w2.Addr, id), "", "")
 	if got.status != 200 || !strings.Contains(got.body, `"body":"written before the crash"`) ||
 		!strings.Contains(got.body, `"like_count":1`) {

@@ -109,16 +109,18 @@ var likeCount = regexp.MustCompile(`"like_count":(\d+)`)
 // TestWriteOwner: two and three workers started by hand on one file elect one write owner;
 // the challenge's checks pass with every request on the next worker, so each write and the
 // read that follows it run in different processes.
-func TestWriteOwner(t *testing.T) {
+func TestWriteOwner(t *testing.T) { forTransports(t, testWriteOwner) }
+
+func testWriteOwner(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("starts workers on copies of the seed")
 	}
 	t.Run("42 checks through 2 workers", func(t *testing.T) {
-		ws, _ := startGroup(t, seedtest.Path(t), 2)
+		ws, _ := startGroup(t, seedtest.Path(t), 2, "TRANSPORT="+transport)
 		officialChecks(t, rotatingBase(addrs(ws)...))
 	})
 	t.Run("3 workers", func(t *testing.T) {
-		ws, owner := startGroup(t, seedtest.Path(t), 3)
+		ws, owner := startGroup(t, seedtest.Path(t), 3, "TRANSPORT="+transport)
 		t.Run("42 checks", func(t *testing.T) { officialChecks(t, rotatingBase(addrs(ws)...)) })
 
 		t.Run("16 simultaneous identical likes over 3 processes", func(t *testing.T) {
@@ -383,12 +385,14 @@ func checkAcknowledged(t *testing.T, db string, a *ack) {
 // writes. Every acknowledged write is in the file, which passes integrity_check; a surviving
 // worker owns writes within a second; reads on the survivors never fail; their writes fail
 // only as undecided (503), and only those in flight to the dead owner.
-func TestOwnerKill9UnderWriteLoad(t *testing.T) {
+func TestOwnerKill9UnderWriteLoad(t *testing.T) { forTransports(t, testOwnerKill9UnderWriteLoad) }
+
+func testOwnerKill9UnderWriteLoad(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("starts workers")
 	}
 	db := seedtest.Tiny(t, t.TempDir(), false)
-	ws, owner := startGroup(t, db, 3)
+	ws, owner := startGroup(t, db, 3, "TRANSPORT="+transport)
 	var survivors []*worker
 	for i, w := range ws {
 		if i != owner {
@@ -462,12 +466,14 @@ func TestOwnerKill9UnderWriteLoad(t *testing.T) {
 
 // TestFollowerKill9: killing a worker that is not the owner affects nobody else: the
 // others' reads and writes never fail and the owner stays the owner.
-func TestFollowerKill9(t *testing.T) {
+func TestFollowerKill9(t *testing.T) { forTransports(t, testFollowerKill9) }
+
+func testFollowerKill9(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("starts workers")
 	}
 	db := seedtest.Tiny(t, t.TempDir(), false)
-	ws, owner := startGroup(t, db, 3)
+	ws, owner := startGroup(t, db, 3, "TRANSPORT="+transport)
 	victim := (owner + 1) % 3
 	others, victims := newAck(), newAck()
 	stop := make(chan struct{})

@@ -32,6 +32,18 @@ func (rt *router) ServeHTTP1(w *http1.Response, r *http1.Request) {
 	}
 }
 
+// MayBlock is http1.Blocker for the loop transport: the workload routes only read (and
+// compute); the feed says which of its requests wait.
+func (rt *router) MayBlock(r *http1.Request) bool {
+	if heavy.Serves(r.Path) || shop.Serves(r.Path) {
+		return false
+	}
+	if b, ok := rt.feed.(http1.Blocker); ok {
+		return b.MayBlock(r)
+	}
+	return true
+}
+
 // defaultProductsPath is where the products database lives unless PRODUCTS_PATH or
 // -products says otherwise: beside the feed database.
 func defaultProductsPath(feedDB string) string {

@@ -36,6 +36,7 @@ type serveConfig struct {
 	idleGrace    time.Duration
 	logLevel     string
 	cpuProfile   string
+	transport    string // http1.Server.Transport
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
 	inherited bool
 	// ipcFD is the supervisor channel's descriptor, or -1.
@@ -59,6 +60,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
 	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
+	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportGoroutine),
+		"how connections are served: goroutine (one each, on Go's netpoller) or loop (an epoll event loop; idle connections cost no goroutine and no buffer) (env TRANSPORT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
@@ -73,6 +76,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.transport != http1.TransportGoroutine && c.transport != http1.TransportLoop {
+		return c, fmt.Errorf("TRANSPORT (-transport) %q: want %s or %s", c.transport, http1.TransportGoroutine, http1.TransportLoop)
 	}
 	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
 		return c, fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)
@@ -223,6 +229,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Handler:   handler,
 		Logger:    log,
 		IdleGrace: cfg.idleGrace,
+		Transport: cfg.transport,
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -242,6 +249,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("inherited", cfg.inherited),
+		zap.String("transport", cfg.transport),
 		zap.String("db", cfg.db))
 
 	ipcDone := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -44,6 +45,13 @@ func startWorker(t testing.TB, env ...string) *worker {
 	return proctest.Start(t, cmd)
 }
 
+// forTransports runs test on each of http1's transports (the worker's -transport).
+func forTransports(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, tr := range []string{http1.TransportGoroutine, http1.TransportLoop} {
+		t.Run(tr, func(t *testing.T) { test(t, tr) })
+	}
+}
+
 func TestRefusesBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	notDB := dir + "/not.db"
@@ -61,6 +69,7 @@ func TestRefusesBadConfig(t *testing.T) {
 		{"missing database file", []string{"SQLITE_PATH=" + dir + "/missing.db", "JWT_SECRET=x"}, "missing.db"},
 		{"not a database", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x"}, "not.db"},
 		{"bad port", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "PORT=http"}, "PORT"},
+		{"unknown transport", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "TRANSPORT=threads"}, "TRANSPORT"},
 		{"secret twice", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "JWT_SECRET_FILE=" + secretFile}, "both set"},
 		{"secret file missing", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + dir + "/absent"}, "JWT_SECRET_FILE: read secret"},
 		{"secret file empty", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + emptyFile}, "is empty"},
@@ -88,13 +97,17 @@ func TestRefusesBadConfig(t *testing.T) {
 	}
 }
 
-func TestOfficialChecks(t *testing.T) {
-	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+func TestOfficialChecks(t *testing.T) { forTransports(t, testOfficialChecks) }
+
+func testOfficialChecks(t *testing.T, transport string) {
+	w := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+seedtest.Path(t))
 	officialChecks(t, "http://"+w.Addr)
 }
 
-func TestSIGTERMDrainsAndExits(t *testing.T) {
-	w := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+func TestSIGTERMDrainsAndExits(t *testing.T) { forTransports(t, testSIGTERMDrainsAndExits) }
+
+func testSIGTERMDrainsAndExits(t *testing.T, transport string) {
+	w := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+seedtest.Path(t))
 	c, err := net.Dial("tcp", w.Addr)
 	if err != nil {
 		t.Fatal(err)

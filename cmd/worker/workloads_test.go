@@ -49,9 +49,11 @@ func workloadReq(t *testing.T, addr, method, target, ctype, body string, header 
 // TestWorkloadRoutes runs the real worker and checks that every workload route reaches its
 // handler, answers what the packages' golden files pin, and that the feed API keeps every
 // other path, its 404 and 405 included.
-func TestWorkloadRoutes(t *testing.T) {
+func TestWorkloadRoutes(t *testing.T) { forTransports(t, testWorkloadRoutes) }
+
+func testWorkloadRoutes(t *testing.T, transport string) {
 	db := seedtest.Path(t)
-	w := startWorker(t, "SQLITE_PATH="+db)
+	w := startWorker(t, "TRANSPORT="+transport, "SQLITE_PATH="+db)
 	if _, err := os.Stat(filepath.Join(filepath.Dir(db), "products.db")); err != nil {
 		t.Fatalf("no products database beside the feed database: %v", err)
 	}

@@ -130,6 +130,13 @@ func (h *Handler) ServeHTTP1(w *http1.Response, r *http1.Request) {
 	}
 }
 
+// MayBlock tells http1's loop transport which requests wait (http1.Blocker): the writes,
+// every POST, which wait for the batcher's group commit or for the write owner's answer.
+// Reads run on the loop: a read waits at most for the read connection a commit in progress
+// holds (one core: the write connection serves the reads too), which is CPU the one core
+// spends on that commit either way.
+func (h *Handler) MayBlock(r *http1.Request) bool { return r.MethodIs("POST") }
+
 func (h *Handler) createPost(w *http1.Response, r *http1.Request) {
 	c := h.claims.Get().(*token.Claims)
 	defer h.claims.Put(c)

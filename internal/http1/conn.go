@@ -41,16 +41,34 @@ type conn struct {
 	raw   *rawIO // nc's descriptor, nil where it has none
 	state atomic.Int32
 
-	buf     []byte // read buffer; buf[r:w] is unparsed input
-	r, w    int
-	scan    int // where the search for the end of the head resumes
-	out     []byte
-	outP    *[]byte
-	chunked []byte
+	buf  []byte // read buffer; buf[r:w] is unparsed input
+	r, w int
+	scan int // where the search for the end of the head resumes
+	out  []byte
+	outP *[]byte
 
-	req          Request
-	resp         Response
+	// x holds the request being parsed and its response: the connection's own on the
+	// goroutine transport (made at its first request), borrowed from the loop while a
+	// request is parsed or answered on the loop transport, so that an idle connection
+	// holds none (a Request is ~5 KB: its header table).
+	x            *exchange
 	sentContinue bool
+	// next and keep are where the request being answered ends and whether the connection
+	// stays open after it, kept from parse for finish (which may run later, see deferred).
+	next int
+	keep bool
+
+	// The loop transport's state (loop.go); unused on the goroutine transport.
+	lp                     *loop
+	fd                     int
+	woff                   int    // out[:woff] is written
+	events                 uint32 // the epoll interest registered now
+	due                    int64  // when the current wait ends (monoNow); 0: none
+	busy                   bool   // a deferred request's handler runs on its own goroutine
+	dead                   bool   // closed (or hung up) while busy: close when the handler returns
+	closeAfter, lingerThen bool   // after the queued output: close, or linger then close
+	lingering              bool
+	lingerLeft             int
 
 	// waitBy is when the read the conn waits in must end (monotonic ns, see monoNow): the
 	// idle or the request deadline, enforced by the server's reaper (see Server.reap)
@@ -68,7 +86,18 @@ const (
 	needMore outcome = iota
 	served           // a request was answered; the connection stays open
 	closeNow         // the last response is queued; close after flushing
+	// deferred: the request is complete but its handler may block (see Blocker); the
+	// loop runs it on a goroutine and calls finish when it returns. Only the loop
+	// transport gets it.
+	deferred
 )
+
+// exchange is one request and its response, with the decoded chunked body.
+type exchange struct {
+	req     Request
+	resp    Response
+	chunked []byte
+}
 
 // protoError is a request we refuse at the protocol level: answer and close.
 type protoError struct {
@@ -279,7 +308,10 @@ func (c *conn) parse() (outcome, *protoError) {
 		return 0, errHeadTooLarge
 	}
 
-	req := &c.req
+	if c.x == nil {
+		c.x = new(exchange)
+	}
+	req := &c.x.req
 	req.nh = 0
 	req.Body = nil
 	head := buf[c.r:headEnd]
@@ -366,14 +398,14 @@ func (c *conn) parse() (outcome, *protoError) {
 	}
 	switch {
 	case chunked:
-		n, body, perr := decodeChunked(c.chunked[:0], buf[headEnd:], s.maxBody())
+		n, body, perr := decodeChunked(c.x.chunked[:0], buf[headEnd:], s.maxBody())
 		if perr != nil {
 			return 0, perr
 		}
 		if n < 0 {
 			return needMore, nil
 		}
-		c.chunked = body
+		c.x.chunked = body
 		req.Body = body
 		end = headEnd + n
 	case cl > 0:
@@ -391,47 +423,54 @@ func (c *conn) parse() (outcome, *protoError) {
 		end = headEnd + int(cl)
 	}
 
-	keepAlive = c.dispatch(keepAlive)
-	c.r, c.scan, c.sentContinue = end, end, false
-	c.reqBy = 0 // the next request gets its own ReadTimeout
-	if !keepAlive {
-		return closeNow, nil
+	c.next, c.keep = end, keepAlive
+	if c.lp != nil && c.lp.mayBlock(req) {
+		return deferred, nil
 	}
-	return served, nil
+	c.runHandler()
+	return c.finish(), nil
 }
 
-// dispatch runs the handler and queues its response. It returns whether the connection
-// stays open, decided after the handler so a request in flight during Shutdown is answered
-// with "Connection: close".
-func (c *conn) dispatch(keepAlive bool) bool {
+// runHandler runs the handler on the parsed request; a panic is answered 500 and closes.
+func (c *conn) runHandler() {
 	s := c.srv
-	w := &c.resp
+	w := &c.x.resp
 	w.reset()
+	defer func() {
+		if v := recover(); v != nil {
+			s.log().Error("handler panicked", zap.Any("panic", v), zap.ByteString("path", c.x.req.Path))
+			w.reset()
+			w.Error(500, "internal server error")
+			w.Close = true
+		}
+	}()
+	s.Handler.ServeHTTP1(w, &c.x.req)
+}
+
+// finish queues the response of the request runHandler answered and moves past it. Whether
+// the connection stays open is decided after the handler, so a request in flight during
+// Shutdown is answered with "Connection: close".
+func (c *conn) finish() outcome {
+	keepAlive := c.keep
+	if c.x.resp.Close || c.srv.closing.Load() {
+		keepAlive = false
+	}
 	if c.out == nil {
 		c.outP = bufPool.Get().(*[]byte)
 		c.out = (*c.outP)[:0]
 	}
-	func() {
-		defer func() {
-			if v := recover(); v != nil {
-				s.log().Error("handler panicked", zap.Any("panic", v), zap.ByteString("path", c.req.Path))
-				w.reset()
-				w.Error(500, "internal server error")
-				w.Close = true
-			}
-		}()
-		s.Handler.ServeHTTP1(w, &c.req)
-	}()
-	if w.Close || s.closing.Load() {
-		keepAlive = false
+	c.appendResponse(keepAlive, string(c.x.req.Method) == "HEAD")
+	c.r, c.scan, c.sentContinue = c.next, c.next, false
+	c.reqBy = 0 // the next request gets its own ReadTimeout
+	if !keepAlive {
+		return closeNow
 	}
-	c.appendResponse(keepAlive, string(c.req.Method) == "HEAD")
-	return keepAlive
+	return served
 }
 
 func (c *conn) appendResponse(keepAlive, head bool) {
 	s := c.srv
-	w := &c.resp
+	w := &c.x.resp
 	status := w.Status
 	if status == 0 {
 		status = 200
@@ -452,7 +491,7 @@ func (c *conn) appendResponse(keepAlive, head bool) {
 	out = append(out, w.header...)
 	if !keepAlive {
 		out = append(out, "Connection: close\r\n"...)
-	} else if c.req.Minor == 0 {
+	} else if c.x.req.Minor == 0 {
 		out = append(out, "Connection: keep-alive\r\n"...)
 	}
 	out = append(out, "\r\n"...)
@@ -467,6 +506,11 @@ func (c *conn) appendResponse(keepAlive, head bool) {
 func (c *conn) flush() bool {
 	if len(c.out) == 0 {
 		return true
+	}
+	if c.lp != nil {
+		// The loop never waits: what the socket does not take now stays queued, and the
+		// loop goes on when epoll says there is room (see loop.advance).
+		return c.lp.write(c)
 	}
 	var err error
 	if c.raw != nil {
@@ -485,6 +529,7 @@ func (c *conn) flush() bool {
 
 func (c *conn) releaseOut() {
 	if c.outP == nil {
+		c.out = nil
 		return
 	}
 	if cap(c.out) <= 256<<10 {
@@ -499,14 +544,7 @@ func (c *conn) releaseOut() {
 // answer that input with a RST that can destroy our response before the client reads it.
 func (c *conn) fail(perr *protoError) {
 	if perr.status != 0 {
-		if c.out == nil {
-			c.outP = bufPool.Get().(*[]byte)
-			c.out = (*c.outP)[:0]
-		}
-		c.req.Minor = 1
-		c.resp.reset()
-		c.resp.Error(perr.status, perr.msg)
-		c.appendResponse(false, false)
+		c.queueError(perr)
 		if !c.flush() {
 			return
 		}
@@ -516,6 +554,22 @@ func (c *conn) fail(perr *protoError) {
 		c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
 		io.CopyN(io.Discard, c.nc, lingerBytes)
 	}
+}
+
+// queueError queues the answer to a refused request.
+func (c *conn) queueError(perr *protoError) {
+	if c.out == nil {
+		c.outP = bufPool.Get().(*[]byte)
+		c.out = (*c.outP)[:0]
+	}
+	if c.x == nil {
+		c.x = new(exchange)
+	}
+	c.x.req.Minor = 1
+	c.x.req.Method = nil
+	c.x.resp.reset()
+	c.x.resp.Error(perr.status, perr.msg)
+	c.appendResponse(false, false)
 }
 
 // wakeIfIdle makes a connection that waits for its next request return from its read, so

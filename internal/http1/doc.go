@@ -22,6 +22,14 @@
 //     responses after WriteTimeout, and memory per connection is bounded by the buffer
 //     limits; idle keep-alive connections are kept for IdleTimeout.
 //
+// Two transports serve those guarantees with the same parser (Server.Transport): the
+// goroutine transport (the default) gives each connection a goroutine parked on Go's
+// netpoller; the loop transport (loop.go) owns the connections from one epoll loop per
+// GOMAXPROCS, reads a socket only when epoll says data is there, and holds a buffer only
+// while a request is read or a response written, so an idle connection costs a few hundred
+// bytes instead of a goroutine's stack and buffers. Handlers run on the loop; requests a
+// handler's Blocker says may wait run on goroutines of their own.
+//
 // Non-goals: HTTP/2, TLS, upgrades, trailers exposed to handlers, streaming bodies. Bodies are
 // read whole (they are at most MaxBodyBytes) and responses are built whole.
 package http1

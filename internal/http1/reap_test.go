@@ -9,7 +9,9 @@ import (
 
 // TestTimeouts: the reaper enforces each deadline per wait, not per connection, and to
 // within one period (an eighth of the shorter read timeout here).
-func TestTimeouts(t *testing.T) {
+func TestTimeouts(t *testing.T) { forTransports(t, testTimeouts) }
+
+func testTimeouts(t *testing.T, transport string) {
 	tests := []struct {
 		name       string
 		idle, read time.Duration
@@ -54,7 +56,7 @@ func TestTimeouts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := startServer(t, &Server{IdleTimeout: tt.idle, ReadTimeout: tt.read})
+			addr := startServer(t, &Server{Transport: transport, IdleTimeout: tt.idle, ReadTimeout: tt.read})
 			c, br := dial(t, addr)
 			answer := func(what string) {
 				t.Helper()
@@ -89,8 +91,13 @@ func TestTimeouts(t *testing.T) {
 
 // TestReaperEnds: the reaper goroutine ends once no connection is left, and the next
 // connection starts one again.
-func TestReaperEnds(t *testing.T) {
-	s := &Server{IdleTimeout: 80 * time.Millisecond}
+func TestReaperEnds(t *testing.T) { forTransports(t, testReaperEnds) }
+
+func testReaperEnds(t *testing.T, transport string) {
+	if transport == TransportLoop {
+		t.Skip("the loop keeps the deadlines itself, on its timerfd (see TestLoopIdleCostsNothing)")
+	}
+	s := &Server{Transport: transport, IdleTimeout: 80 * time.Millisecond}
 	addr := startServer(t, s)
 	reaping := func() bool {
 		s.mu.Lock()

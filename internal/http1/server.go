@@ -20,6 +20,27 @@ type Handler interface {
 	ServeHTTP1(w *Response, r *Request)
 }
 
+// Blocker is implemented by a Handler some of whose requests may wait: for a lock, a
+// group commit, another process. The loop transport runs those requests on a goroutine of
+// their own and answers them through the loop when they return, so the loop goes on
+// serving every other connection; every other request runs on the loop itself, as a
+// Node handler runs on its event loop, and must not wait. MayBlock sees the parsed
+// request (its body included) and must be cheap and must not keep it. The goroutine
+// transport ignores it: each connection has its own goroutine there.
+type Blocker interface {
+	MayBlock(r *Request) bool
+}
+
+// Transports: how a Server owns its connections (Server.Transport).
+const (
+	// TransportGoroutine serves each connection on a goroutine of its own, parked on Go's
+	// netpoller between requests.
+	TransportGoroutine = "goroutine"
+	// TransportLoop serves connections from one epoll loop per GOMAXPROCS (loop.go): a
+	// connection that waits costs no goroutine and no buffer.
+	TransportLoop = "loop"
+)
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(w *Response, r *Request)
 
@@ -65,6 +86,12 @@ type Server struct {
 	// when the request was a POST. Connections that send nothing in that time are closed.
 	// Default 0: idle connections are closed at once, as net/http does.
 	IdleGrace time.Duration
+	// Transport is TransportGoroutine (the default, "") or TransportLoop. Both parse and
+	// answer with the same code, limits and timeouts; only who waits for the socket differs.
+	Transport string
+
+	loops  []*loop        // the loop transport's loops (under mu)
+	loopWG sync.WaitGroup // the loops' goroutines
 
 	mu        sync.Mutex
 	serving   sync.WaitGroup // the Serve loops, so Shutdown knows when accepting has stopped
@@ -118,11 +145,15 @@ func (s *Server) log() *zap.Logger {
 	return s.Logger
 }
 
-// Serve accepts connections on ln until Shutdown, serving each on its own goroutine. It
+// Serve accepts connections on ln until Shutdown, serving each on its own goroutine (or, with
+// TransportLoop, from the event loops it starts on ln's socket; see loop.go). It
 // returns ErrServerClosed after Shutdown, or the listener's error. While the process is
 // out of descriptors, new connections are closed as soon as they arrive (see shed) and
 // the connections already open are served as usual.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.Transport != "" && s.Transport != TransportGoroutine && s.Transport != TransportLoop {
+		return fmt.Errorf("serve: transport %q: want %q or %q", s.Transport, TransportGoroutine, TransportLoop)
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -140,6 +171,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		s.serving.Done()
 	}()
+	if s.Transport == TransportLoop {
+		return s.serveLoops(ln)
+	}
 
 	// reserve is a descriptor held back for the moment the process runs out of them (see
 	// shed); nil while given away or when it could not be had.
@@ -280,7 +314,7 @@ func (s *Server) untrack(c *conn) {
 	defer s.mu.Unlock()
 	delete(s.conns, c)
 	s.open.Add(-1)
-	if s.closing.Load() && len(s.conns) == 0 && s.done != nil {
+	if s.closing.Load() && s.open.Load() == 0 && s.done != nil {
 		close(s.done)
 		s.done = nil
 	}
@@ -298,12 +332,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
+	loops := s.loops
+	for _, l := range loops {
+		l.wake() // stop accepting, then close idle connections (after IdleGrace)
+	}
 	s.mu.Unlock()
 	// Wait for the accept loops to return, so the connection table below is complete.
 	s.serving.Wait()
 	s.mu.Lock()
 	var done chan struct{}
-	if len(s.conns) > 0 {
+	if s.open.Load() > 0 { // the goroutine transport's s.conns, and the loops' connections
 		done = make(chan struct{})
 		s.done = done
 	}
@@ -313,6 +351,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if done == nil {
+		s.loopWG.Wait() // loops with no connection left end at once
 		return nil
 	}
 	var grace <-chan time.Time
@@ -328,6 +367,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for {
 		select {
 		case <-done:
+			s.loopWG.Wait()
 			return nil
 		case <-grace:
 			grace = nil
@@ -340,6 +380,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				c.nc.Close()
 			}
 			s.mu.Unlock()
+			for _, l := range loops {
+				l.forceClose()
+			}
 			return fmt.Errorf("drain connections: %w", ctx.Err())
 		}
 	}

@@ -31,10 +31,29 @@ func echo(w *Response, r *Request) {
 	}
 }
 
+// echoHandler is echo, with the loop transport's Blocker: /slow and /async/... run on
+// their own goroutines there.
+type echoHandler struct{}
+
+func (echoHandler) ServeHTTP1(w *Response, r *Request) { echo(w, r) }
+
+func (echoHandler) MayBlock(r *Request) bool {
+	return string(r.Path) == "/slow" || strings.HasPrefix(string(r.Path), "/async/")
+}
+
+// transports are the Server's transports; every test runs on each.
+var transports = []string{TransportGoroutine, TransportLoop}
+
+func forTransports(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) { test(t, tr) })
+	}
+}
+
 func startServer(t *testing.T, s *Server) string {
 	t.Helper()
 	if s.Handler == nil {
-		s.Handler = HandlerFunc(echo)
+		s.Handler = echoHandler{}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,7 +142,9 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
-func TestExchanges(t *testing.T) {
+func TestExchanges(t *testing.T) { forTransports(t, testExchanges) }
+
+func testExchanges(t *testing.T, transport string) {
 	big := strings.Repeat("a", 17<<10)
 	tests := []struct {
 		name   string
@@ -141,6 +162,13 @@ func TestExchanges(t *testing.T) {
 			name:   "pipelined requests answered in order",
 			writes: []string{"GET /1 HTTP/1.1\r\n\r\nPOST /2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\n\r\n"},
 			want:   []response{{status: 200, body: "GET /1 ?|"}, {status: 200, body: "POST /2 ?|abc"}, {status: 200, body: "GET /3 ?|"}},
+		},
+		{
+			name: "pipelined requests that may block answered in order",
+			writes: []string{"GET /1 HTTP/1.1\r\n\r\nPOST /async/2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc" +
+				"GET /3 HTTP/1.1\r\n\r\nGET /async/4 HTTP/1.1\r\n\r\nGET /5 HTTP/1.1\r\n\r\n"},
+			want: []response{{status: 200, body: "GET /1 ?|"}, {status: 200, body: "POST /async/2 ?|abc"},
+				{status: 200, body: "GET /3 ?|"}, {status: 200, body: "GET /async/4 ?|"}, {status: 200, body: "GET /5 ?|"}},
 		},
 		{
 			name:   "one byte at a time",
@@ -209,7 +237,7 @@ func TestExchanges(t *testing.T) {
 		{name: "unknown expectation", writes: []string{"POST / HTTP/1.1\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\na"}, want: []response{{status: 417}}, wantClose: true},
 		{name: "handler panic is 500", writes: []string{"GET /panic HTTP/1.1\r\n\r\n"}, want: []response{{status: 500, body: `{"error":"internal server error"}`}}, wantClose: true},
 	}
-	addr := startServer(t, &Server{})
+	addr := startServer(t, &Server{Transport: transport})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, br := dial(t, addr)
@@ -257,8 +285,10 @@ func TestExchanges(t *testing.T) {
 	}
 }
 
-func TestExpectContinue(t *testing.T) {
-	addr := startServer(t, &Server{})
+func TestExpectContinue(t *testing.T) { forTransports(t, testExpectContinue) }
+
+func testExpectContinue(t *testing.T, transport string) {
+	addr := startServer(t, &Server{Transport: transport})
 	c, br := dial(t, addr)
 	io.WriteString(c, "POST /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
 	got, err := readResponse(br)
@@ -288,8 +318,10 @@ func TestExpectContinue(t *testing.T) {
 	}
 }
 
-func TestStalledRequestIsDropped(t *testing.T) {
-	addr := startServer(t, &Server{ReadTimeout: 200 * time.Millisecond})
+func TestStalledRequestIsDropped(t *testing.T) { forTransports(t, testStalledRequestIsDropped) }
+
+func testStalledRequestIsDropped(t *testing.T, transport string) {
+	addr := startServer(t, &Server{Transport: transport, ReadTimeout: 200 * time.Millisecond})
 	c, br := dial(t, addr)
 	io.WriteString(c, "GET /stall HTTP/1.1\r\nX-Half: ")
 	got, err := readResponse(br)
@@ -302,7 +334,11 @@ func TestStalledRequestIsDropped(t *testing.T) {
 }
 
 func TestIdleKeepAliveOutlivesReadTimeout(t *testing.T) {
-	addr := startServer(t, &Server{ReadTimeout: 100 * time.Millisecond, IdleTimeout: 2 * time.Second})
+	forTransports(t, testIdleKeepAliveOutlivesReadTimeout)
+}
+
+func testIdleKeepAliveOutlivesReadTimeout(t *testing.T, transport string) {
+	addr := startServer(t, &Server{Transport: transport, ReadTimeout: 100 * time.Millisecond, IdleTimeout: 2 * time.Second})
 	c, br := dial(t, addr)
 	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
 	if _, err := readResponse(br); err != nil {
@@ -315,8 +351,10 @@ func TestIdleKeepAliveOutlivesReadTimeout(t *testing.T) {
 	}
 }
 
-func TestIdleTimeoutCloses(t *testing.T) {
-	addr := startServer(t, &Server{IdleTimeout: 300 * time.Millisecond})
+func TestIdleTimeoutCloses(t *testing.T) { forTransports(t, testIdleTimeoutCloses) }
+
+func testIdleTimeoutCloses(t *testing.T, transport string) {
+	addr := startServer(t, &Server{Transport: transport, IdleTimeout: 300 * time.Millisecond})
 	c, br := dial(t, addr)
 	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
 	if _, err := readResponse(br); err != nil {
@@ -328,8 +366,10 @@ func TestIdleTimeoutCloses(t *testing.T) {
 	}
 }
 
-func TestNonReadingClientIsDropped(t *testing.T) {
-	s := &Server{WriteTimeout: 300 * time.Millisecond}
+func TestNonReadingClientIsDropped(t *testing.T) { forTransports(t, testNonReadingClientIsDropped) }
+
+func testNonReadingClientIsDropped(t *testing.T, transport string) {
+	s := &Server{Transport: transport, WriteTimeout: 300 * time.Millisecond}
 	addr := startServer(t, s)
 	c, _ := dial(t, addr)
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -348,8 +388,10 @@ func TestNonReadingClientIsDropped(t *testing.T) {
 	t.Fatalf("non-reading client still connected: %+v", s.Stats())
 }
 
-func TestShutdownDrains(t *testing.T) {
-	s := &Server{Handler: HandlerFunc(echo)}
+func TestShutdownDrains(t *testing.T) { forTransports(t, testShutdownDrains) }
+
+func testShutdownDrains(t *testing.T, transport string) {
+	s := &Server{Transport: transport, Handler: echoHandler{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -386,8 +428,10 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
-func TestShutdownDeadlineForces(t *testing.T) {
-	s := &Server{Handler: HandlerFunc(echo)}
+func TestShutdownDeadlineForces(t *testing.T) { forTransports(t, testShutdownDeadlineForces) }
+
+func testShutdownDeadlineForces(t *testing.T, transport string) {
+	s := &Server{Transport: transport, Handler: echoHandler{}}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go s.Serve(ln)
 	c, _ := dial(t, ln.Addr().String())
@@ -400,8 +444,10 @@ func TestShutdownDeadlineForces(t *testing.T) {
 	}
 }
 
-func TestShutdownIdleGrace(t *testing.T) {
-	s := &Server{Handler: HandlerFunc(echo), IdleGrace: 500 * time.Millisecond}
+func TestShutdownIdleGrace(t *testing.T) { forTransports(t, testShutdownIdleGrace) }
+
+func testShutdownIdleGrace(t *testing.T, transport string) {
+	s := &Server{Transport: transport, Handler: echoHandler{}, IdleGrace: 500 * time.Millisecond}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
