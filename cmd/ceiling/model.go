@@ -95,7 +95,7 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	}
 	if *plots != "" && *plots != "-" {
 		// The plots draw the sweep's own runs (ceiling.WritePlots leaves out CSV sources).
-		names, err := ceiling.WritePlots(*plots, runs, models)
+		names, err := ceiling.WritePlots(*plots, runs, models, ceiling.Provenance(runs, machines))
 		if err != nil {
 			return err
 		}

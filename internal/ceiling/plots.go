@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"time"
 )
 
 // The plots draw the sweep's own runs only (Source ""): runs read from other sources
@@ -121,11 +123,22 @@ func LinkChart(runs []Run, models []Model, workload string) Chart {
 	if m, ok := modelFor(models, workload, mode); ok {
 		lo, hi := math.Log10(pts[0].X)-0.5, math.Log10(pts[len(pts)-1].X)+0.5
 		var line []Point
+		var band *Band // where the model says the link, not the CPU, is the limit
 		for e := lo; e <= hi+1e-9; e += 0.05 {
 			r := math.Pow(10, e)
-			line = append(line, Point{r, m.Predict(n, Link{BitsPerS: r, Loopback: true}).RPS})
+			p := m.Predict(n, Link{BitsPerS: r, Loopback: true})
+			line = append(line, Point{r, p.RPS})
+			if p.Limit == VerdictNIC {
+				if band == nil {
+					band = &Band{From: r, Label: "link-bound"}
+				}
+				band.To = r
+			}
 		}
 		c.Series = append(c.Series, Series{Name: "model", Points: line, Dashed: true})
+		if band != nil {
+			c.Bands = append(c.Bands, *band)
+		}
 	}
 	return c
 }
@@ -139,8 +152,46 @@ func appendUnique(xs []float64, x float64) []float64 {
 	return append(xs, x)
 }
 
-// WritePlots writes every chart the runs support into dir and returns the file names.
-func WritePlots(dir string, runs []Run, models []Model) ([]string, error) {
+// Provenance says where runs come from, for a chart: the machine (host, cores, CPU,
+// kernel; "N machines" when they differ), the first run's date and the runs' median
+// length (a quick sweep's runs are short).
+func Provenance(runs []Run, machines []Machine) string {
+	var parts []string
+	switch {
+	case len(machines) == 1:
+		m := machines[0]
+		host := m.Hostname
+		if host == "" {
+			host = "host"
+		}
+		parts = append(parts, fmt.Sprintf("%s, %d cores (%s), kernel %s", host, m.Cores, m.CPUModel, m.Kernel))
+	case len(machines) > 1:
+		parts = append(parts, fmt.Sprintf("%d machines", len(machines)))
+	}
+	var first time.Time
+	var lengths []float64
+	for _, r := range runs {
+		if r.Source != "" || r.Skipped != "" {
+			continue
+		}
+		if first.IsZero() || (!r.Started.IsZero() && r.Started.Before(first)) {
+			first = r.Started
+		}
+		lengths = append(lengths, r.DurationS)
+	}
+	if !first.IsZero() {
+		parts = append(parts, first.UTC().Format("2006-01-02"))
+	}
+	if len(lengths) > 0 {
+		sort.Float64s(lengths)
+		parts = append(parts, fmt.Sprintf("%d runs of %.0f s", len(lengths), lengths[len(lengths)/2]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// WritePlots writes every chart the runs support into dir and returns the file names;
+// source (Provenance) is written on each.
+func WritePlots(dir string, runs []Run, models []Model, source string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create plot directory: %w", err)
 	}
@@ -149,6 +200,7 @@ func WritePlots(dir string, runs []Run, models []Model) ([]string, error) {
 		if len(c.Series) == 0 {
 			return nil
 		}
+		c.Source = source
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return fmt.Errorf("create plot: %w", err)

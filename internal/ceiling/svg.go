@@ -33,6 +33,18 @@ type Chart struct {
 	// Width and Height in pixels; 0 means 720 by 400.
 	Width, Height int
 	Series        []Series
+	// Source says where the chart's runs come from (host, cores, kernel, date, run
+	// length: Provenance), drawn under the title; "" for none.
+	Source string
+	// Bands are x ranges shaded behind the series, each with its label (the link rates
+	// where the link, not the CPU, is the limit).
+	Bands []Band
+}
+
+// Band is a shaded x range of a chart.
+type Band struct {
+	From, To float64
+	Label    string
 }
 
 // palette: distinguishable on white and in grey print.
@@ -47,7 +59,11 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	if H <= 0 {
 		H = 400
 	}
-	const left, right, top, bottom = 70.0, 230.0, 36.0, 50.0
+	const left, right, bottom = 70.0, 230.0, 50.0
+	top := 36.0
+	if c.Source != "" {
+		top = 48 // room for the source line under the title
+	}
 	pw, ph := float64(W)-left-right, float64(H)-top-bottom
 
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
@@ -87,6 +103,17 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", W, H, W, H)
 	fmt.Fprintf(b, `<rect width="%d" height="%d" fill="white"/>`+"\n", W, H)
 	fmt.Fprintf(b, `<text x="%s" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", num(left), esc(c.Title))
+	if c.Source != "" {
+		fmt.Fprintf(b, `<text x="%s" y="36" font-size="10" fill="#555">%s</text>`+"\n", num(left), esc(c.Source))
+	}
+	for _, band := range c.Bands {
+		lo, hi := math.Max(band.From, xmin), math.Min(band.To, xmax)
+		if !(hi > lo) || (c.LogX && lo <= 0) {
+			continue
+		}
+		fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="#fdebd0"/>`+"\n", num(tx(lo)), num(top), num(tx(hi)-tx(lo)), num(ph))
+		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="10" fill="#a0522d" text-anchor="middle">%s</text>`+"\n", num((tx(lo)+tx(hi))/2), num(top+12), esc(band.Label))
+	}
 	// Grid and y ticks.
 	for y := 0.0; y <= ytop+ystep/2; y += ystep {
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`+"\n", num(left), num(ty(y)), num(left+pw), num(ty(y)))

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onehost/onehost/internal/goldentest"
 )
@@ -85,7 +86,8 @@ func TestChartEdgeCases(t *testing.T) {
 func TestWritePlots(t *testing.T) {
 	dir := t.TempDir()
 	runs := syntheticRuns()
-	names, err := WritePlots(dir, runs, Fit(runs))
+	const source = "box, 16 cores (EPYC), kernel 6.18 · 2026-12-02 · 10 runs of 5 s"
+	names, err := WritePlots(dir, runs, Fit(runs), source)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +102,36 @@ func TestWritePlots(t *testing.T) {
 			t.Fatal(err)
 		}
 		wellFormed(t, b)
+		if !strings.Contains(string(b), ">box, 16 cores (EPYC), kernel 6.18 · 2026-12-02 · 10 runs of 5 s</text>") {
+			t.Errorf("%s: no source line", n)
+		}
+	}
+	// The link chart shades where the model says the link is the limit.
+	if b, _ := os.ReadFile(filepath.Join(dir, "link-hello.svg")); !strings.Contains(string(b), ">link-bound</text>") {
+		t.Errorf("link-hello.svg: no link-bound band")
+	}
+}
+
+// TestProvenance: a chart names the machine, the date and how long its runs were.
+func TestProvenance(t *testing.T) {
+	day := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	runs := []Run{{Started: day.Add(time.Hour), DurationS: 5}, {Started: day, DurationS: 6}, {Started: day, DurationS: 5},
+		{Source: "scale.csv", DurationS: 60}, {Skipped: "no", DurationS: 0}}
+	m := Machine{Hostname: "box", Cores: 2, CPUModel: "Xeon", Kernel: "6.18"}
+	for _, tc := range []struct {
+		name     string
+		machines []Machine
+		want     string
+	}{
+		{"one machine", []Machine{m}, "box, 2 cores (Xeon), kernel 6.18 · 2026-12-02 · 3 runs of 5 s"},
+		{"two machines", []Machine{m, m}, "2 machines · 2026-12-02 · 3 runs of 5 s"},
+		{"none known", nil, "2026-12-02 · 3 runs of 5 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Provenance(runs, tc.machines); got != tc.want {
+				t.Errorf("Provenance = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
