@@ -313,6 +313,11 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	if opts.Notify != nil && len(specs) > 1 {
 		notifyApp = joinNotify(len(specs), opts.Notify)
 	}
+	// Sockets systemd kept for us across a restart (FDSTORE), by app and slot.
+	kept, err := listenFDs(getenv)
+	if err != nil {
+		return err
+	}
 	fl := &fleet{}
 	for _, sp := range specs {
 		a := &app{name: sp.Name, cfg: sp.Config, opt: opts, log: log}
@@ -333,6 +338,12 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}
 		a.opt.Logger = a.log
+		if len(kept) > 0 {
+			a.opt.Inherited = inheritedFor(kept, sp.Name, len(specs) > 1)
+		}
+		if notifier != nil && !sp.Config.Fork() {
+			a.opt.SocketStore = fdStore(notifier, sp.Name, len(specs) > 1, a.log)
+		}
 		if c := sp.Config.Command; c[0] == ours {
 			// Our worker outlives this supervisor (kill -9, an upgrade) and rejoins the
 			// next one here (internal/cluster's adopt.go); other programs die with it.
@@ -353,6 +364,10 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}
 		fl.apps = append(fl.apps, a)
+	}
+	for name, f := range kept { // claimed by no app
+		log.Info("a descriptor systemd passed is no slot's: closed", zap.String("name", name))
+		f.Close()
 	}
 	ctl, err := listenControl(*socket, log)
 	if err != nil {

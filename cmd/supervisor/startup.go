@@ -120,6 +120,7 @@ TimeoutStopSec=30
 TimeoutStartSec=120
 Restart=on-failure
 RestartSec=1
+FileDescriptorStoreMax=1024
 LimitNOFILE=65535
 
 User={{.User}}

@@ -243,6 +243,7 @@ wait:
 		if np.socket != nil { // the new generation's socket takes the slot's turns
 			prev := sl.file
 			sl.file, sl.steered = np.socket, s.register(id, np.socket)
+			s.storeSocket(sl)
 			np.socket = nil
 			s.updateSteering()
 			switch {

@@ -5,10 +5,13 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/steering"
 )
@@ -49,6 +52,7 @@ func (s *Supervisor) openSocket(sl *slot) error {
 		return err
 	}
 	sl.file, sl.steered = f, s.register(sl.id, f)
+	s.storeSocket(sl)
 	return nil
 }
 
@@ -115,6 +119,7 @@ func (s *Supervisor) giveUpQueue(sl *slot) {
 	}
 	sl.file.Close()
 	sl.file, sl.steered = nil, false
+	s.storeSocket(sl)
 	s.log.Info("slot's socket closed: its queued connections move to the live slots", zap.Int("slot", sl.id))
 }
 
@@ -126,6 +131,7 @@ func (s *Supervisor) closeSocket(sl *slot) {
 	enableMigrateReq(s.log)
 	sl.file.Close()
 	sl.file = nil
+	s.storeSocket(sl)
 }
 
 // migrateReqPath is the sysctl that moves a closing listener's queue to another socket of
@@ -147,4 +153,75 @@ func enableMigrateReq(log *zap.Logger) {
 		return
 	}
 	log.Info("set net.ipv4.tcp_migrate_req=1: the closing socket's queue moves to the other slots")
+}
+
+// storeSocket tells Options.SocketStore the slot's socket as it is now (loop only).
+func (s *Supervisor) storeSocket(sl *slot) {
+	if s.opt.SocketStore != nil {
+		s.opt.SocketStore(sl.id, sl.file)
+	}
+}
+
+// inherited takes slot i's socket from Options.Inherited when it listens on the cluster's
+// address (any port when the configuration said 0, which the first one then fixes), and
+// closes it otherwise, saying why (Start only).
+func (s *Supervisor) inherited(i int) *os.File {
+	f := s.opt.Inherited[i]
+	if f == nil {
+		return nil
+	}
+	delete(s.opt.Inherited, i)
+	name := sockName(f, "")
+	want, got := s.addr, name
+	_, wantPort, _ := net.SplitHostPort(want)
+	if wantPort == "0" {
+		wh, _, _ := net.SplitHostPort(want)
+		gh, _, _ := net.SplitHostPort(got)
+		want, got = wh, gh
+	}
+	if t, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || t != 1 || name == "" || !sameAddr(want, got) {
+		s.log.Warn("an inherited socket is not the slot's: closed, a new one bound", zap.Int("slot", i), zap.String("inherited", name), zap.String("addr", s.addr))
+		f.Close()
+		return nil
+	}
+	s.log.Info("slot serves the socket kept across the restart (its queue too)", zap.Int("slot", i), zap.String("addr", name))
+	return f
+}
+
+// closeInherited closes the inherited sockets no slot took (Start only).
+func (s *Supervisor) closeInherited() {
+	for i, f := range s.opt.Inherited {
+		s.log.Info("an inherited socket beyond the slots: closed", zap.Int("slot", i))
+		f.Close()
+		delete(s.opt.Inherited, i)
+	}
+}
+
+// sockName is the local address of a socket file, def when it cannot be read.
+func sockName(f *os.File, def string) string {
+	sa, err := unix.Getsockname(int(f.Fd()))
+	if err != nil {
+		return def
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	}
+	return def
+}
+
+// sameAddr compares two HOST:PORT (or HOST) strings by the addresses they name.
+func sameAddr(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		ha, hb, pa, pb = a, b, "", ""
+	}
+	ia, ib := net.ParseIP(ha), net.ParseIP(hb)
+	return pa == pb && ia != nil && ib != nil && ia.Equal(ib)
 }

@@ -92,6 +92,16 @@ type Options struct {
 	// does, through ipc.Rejoin): others would serve on unsupervised. Default: none, and the
 	// workers die with the supervisor.
 	Adopt string
+	// SocketStore, when set, is told every slot's socket as it changes (from the loop: it
+	// must not block): the slot and its socket, nil when the slot gives it up (scale-down,
+	// errored). Not at Stop: a restarted supervisor takes them back (Inherited).
+	// cmd/supervisor keeps them in systemd's file descriptor store (FDSTORE=1), so that a
+	// restart of the unit refuses no connection: they wait in the sockets' queues.
+	SocketStore func(slot int, f *os.File)
+	// Inherited are sockets to serve instead of binding new ones, by slot (systemd's file
+	// descriptor store gives them back as LISTEN_FDS): each must listen on the configured
+	// address (any port when it says 0); others are closed. Start takes ownership.
+	Inherited map[int]*os.File
 }
 
 // WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
@@ -230,14 +240,15 @@ func (s *Supervisor) Addr() string { return s.addr }
 func (s *Supervisor) Start(ctx context.Context) error {
 	n := s.cfg.Instances.Count()
 	s.addr = s.cfg.Listen
-	if s.cfg.Fork() {
+	_, staleErr := os.Lstat(s.opt.Adopt)
+	switch {
+	case s.cfg.Fork():
 		// Nothing to bind or to check: the programs bind what they want themselves.
-	} else if ln, err := net.Listen("tcp", s.addr); err != nil {
-		// SO_REUSEPORT would let us join a stranger's group silently; say so.
-		s.log.Warn("another process already listens on the address; it will share the connections if it uses SO_REUSEPORT too",
-			zap.String("addr", s.addr), zap.Error(err))
-	} else {
-		ln.Close()
+	case len(s.opt.Inherited) > 0 || (s.opt.Adopt != "" && staleErr == nil):
+		// The address is ours already: sockets kept across a restart, or workers of a
+		// previous supervisor waiting to be adopted.
+	default:
+		s.checkAddrFree()
 	}
 	if err := s.setupSteering(); err != nil {
 		return err
@@ -267,6 +278,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			steered[i] = s.register(i, a.socket)
 			continue
 		}
+		if f := s.inherited(i); f != nil { // a socket kept across a restart, and its queue
+			files[i] = f
+			s.addr = sockName(f, s.addr)
+			steered[i] = s.register(i, f)
+			continue
+		}
 		// The first socket fixes the port when the configuration asked for port 0.
 		f, addr, err := listen(s.addr)
 		if err != nil {
@@ -288,6 +305,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		s.addr = addr
 		steered[i] = s.register(i, f)
 	}
+	s.closeInherited()
 	s.ctx = ctx
 	s.count = n
 	s.clock = newStallClock(stallAllowance(s.cfg.StatsInterval.D()), time.Now())
@@ -301,6 +319,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		for i, f := range files {
 			sl := &slot{id: i, file: f, steered: steered[i]}
 			s.slots[i] = sl
+			s.storeSocket(sl)
 			if a := adopted[i]; a != nil {
 				s.adoptWorker(sl, a)
 				continue
@@ -314,6 +333,18 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.log.Info("cluster started", zap.String("addr", s.addr), zap.Int("instances", n),
 		zap.Strings("command", s.cfg.Command), zap.String("steering", s.steerKind))
 	return nil
+}
+
+// checkAddrFree warns when another process listens on the address already (Start only):
+// SO_REUSEPORT would let us join a stranger's group silently.
+func (s *Supervisor) checkAddrFree() {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		s.log.Warn("another process already listens on the address; it will share the connections if it uses SO_REUSEPORT too",
+			zap.String("addr", s.addr), zap.Error(err))
+		return
+	}
+	ln.Close()
 }
 
 // setupSteering loads the steering program when the configuration wants it and the kernel

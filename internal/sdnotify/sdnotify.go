@@ -9,6 +9,7 @@ package sdnotify
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,35 @@ func (n *Notifier) Notify(state string) error {
 	}
 	if _, err := n.conn.Write([]byte(state)); err != nil {
 		return fmt.Errorf("notify systemd: %w", err)
+	}
+	return nil
+}
+
+// NotifyFiles sends one notification with descriptors attached (SCM_RIGHTS): what
+// FDSTORE=1 hands to systemd's file descriptor store.
+func (n *Notifier) NotifyFiles(state string, files ...*os.File) error {
+	if n == nil {
+		return nil
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	// sendmsg on the raw socket: package net refuses WriteMsgUnix on a connected datagram
+	// socket (ErrWriteToConnected), and the notify socket is one.
+	rc, err := n.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("notify systemd: %w", err)
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte(state), unix.UnixRights(fds...), nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("notify systemd: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("notify systemd: %w", serr)
 	}
 	return nil
 }
