@@ -41,9 +41,13 @@ func loadgenLog(res *loadgen.Result) histlog.Log {
 	return histlog.Log{Base: res.Start, Generator: res.Health.String(), Intervals: res.Intervals}
 }
 
-// usersLog is a journey's log: one interval per route over the hold (the measured
-// part of the run; Routes[].Hist holds the hold's requests only).
+// usersLog is a journey's log: one interval per route per second of the hold (the
+// measured part of the run), from the hold's start. A result without intervals (from an
+// older child) gives one interval per route over the hold, from the run's start.
 func usersLog(res journey.Result, end time.Time) histlog.Log {
+	if len(res.Intervals) > 0 {
+		return histlog.Log{Base: res.HoldStart, Generator: res.Health.String(), Intervals: res.Intervals}
+	}
 	start := end.Add(-res.Elapsed)
 	lg := histlog.Log{Base: start, Generator: res.Health.String()}
 	for _, name := range routeOrder {

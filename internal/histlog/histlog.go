@@ -35,14 +35,15 @@ import (
 // because a decoded histogram of our range is ~140–180 KB and a log has one per tag per
 // second. Histogram returns it decoded either way.
 type Interval struct {
-	Tag    string
-	Start  time.Duration // since the log's base time
-	Length time.Duration
-	Hist   *hdrhistogram.Histogram // values in microseconds; nil when only Encoded is set
+	Tag    string        `json:"tag"`
+	Start  time.Duration `json:"start_ns"` // since the log's base time
+	Length time.Duration `json:"length_ns"`
+	// Hist is the histogram, values in microseconds; nil when only Encoded is set.
+	Hist *hdrhistogram.Histogram `json:"-"`
 	// Encoded is the histogram in HdrHistogram's V2 compressed base64 form (the log's own
 	// column), and Max its largest value (µs); used when Hist is nil.
-	Encoded []byte
-	Max     int64
+	Encoded string `json:"histogram"`
+	Max     int64  `json:"max_us"`
 }
 
 // Histogram returns iv's histogram, decoding it if it is held encoded.
@@ -50,7 +51,7 @@ func (iv Interval) Histogram() (*hdrhistogram.Histogram, error) {
 	if iv.Hist != nil {
 		return iv.Hist, nil
 	}
-	return decode(string(iv.Encoded))
+	return decode(iv.Encoded)
 }
 
 // Count is the number of values in iv (decoding it if it is held encoded; 0 if it does
@@ -69,7 +70,7 @@ func Encode(tag string, start, length time.Duration, h *hdrhistogram.Histogram) 
 	if err != nil {
 		return Interval{}, fmt.Errorf("encode histogram %q: %w", tag, err)
 	}
-	return Interval{Tag: tag, Start: start, Length: length, Encoded: enc, Max: h.Max()}, nil
+	return Interval{Tag: tag, Start: start, Length: length, Encoded: string(enc), Max: h.Max()}, nil
 }
 
 // Log is a parsed interval log.
@@ -110,7 +111,7 @@ func Write(w io.Writer, lg Log) error {
 			bw.WriteString("Tag=" + iv.Tag + ",")
 		}
 		fmt.Fprintf(bw, "%.3f,%.3f,%.3f,", iv.Start.Seconds(), iv.Length.Seconds(), float64(iv.Max)/1000)
-		bw.Write(iv.Encoded)
+		bw.WriteString(iv.Encoded)
 		bw.WriteByte('\n')
 	}
 	if err := bw.Flush(); err != nil {
@@ -206,7 +207,7 @@ func parseInterval(line string) (Interval, error) {
 	if err != nil {
 		return iv, err
 	}
-	iv.Encoded, iv.Max = []byte(f[3]), h.Max()
+	iv.Encoded, iv.Max = f[3], h.Max()
 	return iv, nil
 }
 
