@@ -204,10 +204,11 @@ func printSeconds(w io.Writer, secs []mergedSecond) {
 	}
 	fmt.Fprintf(w, "\nper second (s: requests p50/p99 ms):\n")
 	for i, s := range secs {
-		sep := "  "
+		cell := fmt.Sprintf("%4d: %7d %6.2f/%.2f", s.T, s.Requests, s.P50, s.P99)
 		if i%4 == 3 || i == len(secs)-1 {
-			sep = "\n"
+			fmt.Fprintln(w, cell)
+		} else {
+			fmt.Fprintf(w, "%-30s", cell)
 		}
-		fmt.Fprintf(w, "%4d: %7d %6.2f/%-7.2f%s", s.T, s.Requests, s.P50, s.P99, sep)
 	}
 }

@@ -14,7 +14,11 @@
 // one line per (tag, interval): start seconds since BaseTime, length in seconds, the
 // interval's maximum in milliseconds and the histogram in HdrHistogram's V2 compressed
 // base64 encoding. Values are recorded in microseconds, as internal/loadgen and
-// internal/journey record them.
+// internal/journey record them, one interval per tag per second (an Accumulator adds
+// their recorders' interval histograms up).
+//
+// histlog.go reads and writes the format; merge.go holds Merge (logs added up, seconds
+// aligned on the wall clock) and Accumulator.
 package histlog
 
 import (

@@ -13,7 +13,9 @@
 // Latency is measured from when a request was due — the end of the think time before
 // it — to the end of its response, so a request that waits for the generator, for a
 // reconnect or for a stalled server counts all of its wait (no coordinated omission).
-// Failed requests are recorded too (a timeout counts its full timeout).
+// Failed requests are recorded too (a timeout counts its full timeout). The hold's
+// latencies are also kept per route and per second of the hold (Result.Intervals, an
+// HdrHistogram interval log's worth), each request in the second it ended in.
 //
 // TimeScale X divides every think time by X, so N users offer the request rate of N×X
 // challenge users ("user-equivalents") with N connections: a way to test the request
