@@ -46,6 +46,7 @@ func Merge(logs ...Log) (Merged, error) {
 	}
 	type item struct {
 		sec int
+		end time.Duration // the interval's end, since m.Base
 		iv  Interval
 	}
 	var items []item
@@ -53,12 +54,14 @@ func Merge(logs ...Log) (Merged, error) {
 		off := lg.Base.Sub(m.Base)
 		for _, iv := range lg.Intervals {
 			sec := int(((off + iv.Start) + time.Second/2) / time.Second)
-			items = append(items, item{sec, iv})
+			items = append(items, item{sec, off + iv.Start + iv.Length, iv})
 		}
 	}
 	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.sec, b.sec) })
 
 	perTag := map[string]*hdrhistogram.Histogram{} // this second's, reset for the next
+	// Each merged interval is as long as the longest it holds, or reaches as far as the
+	// latest end among them (sub-second intervals from several logs).
 	length := map[string]time.Duration{}
 	second := New()
 	for i := 0; i < len(items); {
@@ -83,7 +86,7 @@ func Merge(logs ...Log) (Merged, error) {
 			if _, ok := length[iv.Tag]; !ok {
 				t.Reset()
 			}
-			length[iv.Tag] = max(length[iv.Tag], iv.Length)
+			length[iv.Tag] = max(length[iv.Tag], iv.Length, items[i].end-time.Duration(sec)*time.Second)
 			m.Dropped += t.Merge(h)
 			m.Tags[iv.Tag].Merge(h)
 			m.All.Merge(h)
