@@ -364,7 +364,7 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
                            range's even half: 5,646 with Linux's default range)
   --connect-rate NUM       open the connections at NUM per second; 0: all at once
                            (default: all at once up to 1,000 connections, 10,000/s above)
-  --hist-log FILE          write the latencies as an HdrHistogram interval log (autocannon merge adds logs)
+  --hist-log FILE          write the latencies as an HdrHistogram interval log, one interval a second (autocannon merge adds logs)
   --saturation K=V,...     thresholds of the generator's verdict: hiccup=50ms,
                            send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host

@@ -35,16 +35,19 @@ func writeHistLog(path string, lg histlog.Log) error {
 	return nil
 }
 
-// loadgenLog is a plain run's log: one interval, tag "all", over the whole run.
+// loadgenLog is a plain run's log: one interval per second, tag "all" (a plain run has
+// one request, so one route), over the whole run.
 func loadgenLog(res *loadgen.Result) histlog.Log {
-	return histlog.Log{Base: res.Start, Generator: res.Health.String(), Intervals: []histlog.Interval{{
-		Tag: "all", Length: res.Duration(), Hist: res.Latency,
-	}}}
+	return histlog.Log{Base: res.Start, Generator: res.Health.String(), Intervals: res.Intervals}
 }
 
-// usersLog is a journey's log: one interval per route over the hold (the measured
-// part of the run; Routes[].Hist holds the hold's requests only).
+// usersLog is a journey's log: one interval per route per second of the hold (the
+// measured part of the run), from the hold's start. A result without intervals (from an
+// older child) gives one interval per route over the hold, from the run's start.
 func usersLog(res journey.Result, end time.Time) histlog.Log {
+	if len(res.Intervals) > 0 {
+		return histlog.Log{Base: res.HoldStart, Generator: res.Health.String(), Intervals: res.Intervals}
+	}
 	start := end.Add(-res.Elapsed)
 	lg := histlog.Log{Base: start, Generator: res.Health.String()}
 	for _, name := range routeOrder {
@@ -65,7 +68,17 @@ type mergeReport struct {
 	Requests  int64                `json:"requests"`
 	Latency   dist                 `json:"latency"`
 	Tags      map[string]mergedTag `json:"tags"`
+	Seconds   []mergedSecond       `json:"seconds"`
 	Generator mergedGenerator      `json:"generator"`
+}
+
+// mergedSecond is one second of the merged logs, all tags together (seconds since the
+// earliest log's start).
+type mergedSecond struct {
+	T        int     `json:"t"`
+	Requests int64   `json:"requests"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
 }
 
 // mergedGenerator is the verdict on the logs' generators, as far as the logs carry one
@@ -134,19 +147,24 @@ func runMerge(args []string, stdout, stderr io.Writer) error {
 		}
 		logs = append(logs, lg)
 	}
-	m := histlog.Merge(logs...)
+	m, err := histlog.Merge(logs...)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
 	r := mergeReport{Files: fs.Args(), Requests: m.All.TotalCount(), Latency: latencyDist(m.All), Tags: map[string]mergedTag{},
-		Generator: mergeGenerators(fs.Args(), logs)}
+		Seconds: []mergedSecond{}, Generator: mergeGenerators(fs.Args(), logs)}
 	for _, tag := range m.TagNames() {
 		r.Tags[tag] = mergedTag{Requests: m.Tags[tag].TotalCount(), Latency: latencyDist(m.Tags[tag])}
 	}
+	for i, s := range m.Seconds {
+		r.Seconds = append(r.Seconds, mergedSecond{T: i, Requests: s.Requests, P50: float64(s.P50) / 1000, P99: float64(s.P99) / 1000})
+	}
 	if *out != "" {
-		lg := histlog.Log{Base: m.Base}
+		// The merged intervals, one per tag per second: merging this log again gives the
+		// same report.
+		lg := histlog.Log{Base: m.Base, Intervals: m.Intervals}
 		if r.Generator.Saturated || len(r.Generator.Unmeasured) == 0 {
 			lg.Generator = r.Generator.Verdict
-		}
-		for _, tag := range m.TagNames() {
-			lg.Intervals = append(lg.Intervals, histlog.Interval{Tag: tag, Length: time.Duration(len(m.PerSecond)) * time.Second, Hist: m.Tags[tag]})
 		}
 		if err := writeHistLog(*out, lg); err != nil {
 			return fmt.Errorf("merge: %w", err)
@@ -174,5 +192,23 @@ func printMerge(w io.Writer, r mergeReport, m histlog.Merged) {
 	if len(m.Tags) > 1 {
 		row("all", m.All)
 	}
+	printSeconds(w, r.Seconds)
 	fmt.Fprintln(w, r.Generator.Verdict)
+}
+
+// printSeconds prints the per-second table compactly: four seconds to a line, each as
+// "t: requests p50/p99 ms".
+func printSeconds(w io.Writer, secs []mergedSecond) {
+	if len(secs) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "\nper second (s: requests p50/p99 ms):\n")
+	for i, s := range secs {
+		cell := fmt.Sprintf("%4d: %7d %6.2f/%.2f", s.T, s.Requests, s.P50, s.P99)
+		if i%4 == 3 || i == len(secs)-1 {
+			fmt.Fprintln(w, cell)
+		} else {
+			fmt.Fprintf(w, "%-30s", cell)
+		}
+	}
 }

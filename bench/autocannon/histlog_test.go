@@ -72,6 +72,13 @@ func TestMergeTwoGeneratorProcesses(t *testing.T) {
 	if r.Latency["p99"] <= 0 || r.Latency["totalCount"] != 500 {
 		t.Errorf("merged report has no latency table: %s", stdout.String())
 	}
+	var perSecond int64
+	for _, s := range r.Seconds {
+		perSecond += s.Requests
+	}
+	if len(r.Seconds) == 0 || perSecond != 500 {
+		t.Errorf("per-second table %+v sums to %d, want 500", r.Seconds, perSecond)
+	}
 
 	// The merged log written with -o merges again to the same report.
 	stdout.Reset()
@@ -105,6 +112,7 @@ type mergeJSON struct {
 	Tags     map[string]struct {
 		Requests int64 `json:"requests"`
 	} `json:"tags"`
+	Seconds []mergedSecond `json:"seconds"`
 }
 
 func TestMergeErrors(t *testing.T) {

@@ -79,7 +79,7 @@ type usersOptions struct {
 	seed       uint64
 	json       bool
 	progress   time.Duration
-	histLog    string               // -hist-log: the hold's latencies per route as an interval log
+	histLog    string               // -hist-log: the hold's latencies per route and second as an interval log
 	saturation genhealth.Thresholds // -saturation: the generator verdict's thresholds
 	// A share of a run over several hosts (ceiling challenge -load-hosts): this host's
 	// users are firstUser.. of totalUsers, all hosts starting at startAt.
@@ -118,7 +118,7 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	fs.IntVar(&o.firstUser, "first-user", 0, "number of this run's first user (a share of a run over several hosts; default 1)")
 	fs.IntVar(&o.totalUsers, "total-users", 0, "users of the whole run this share belongs to (default: first-user-1+n)")
 	startAt := fs.Int64("start-at", 0, "start the ramp at this wall-clock time, in Unix milliseconds (every host of a shared run waits for it)")
-	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route as an HdrHistogram interval log (autocannon merge adds logs)")
+	fs.StringVar(&o.histLog, "hist-log", "", "write the hold's latencies per route and per second as an HdrHistogram interval log (autocannon merge adds logs)")
 	fs.DurationVar(&o.progress, "progress", 10*time.Second, "print a progress line this often (0: never)")
 	fs.Func("saturation", "thresholds of the generator's verdict: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
 		o.saturation, err = genhealth.ParseThresholds(v)

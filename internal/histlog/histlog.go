@@ -14,15 +14,17 @@
 // one line per (tag, interval): start seconds since BaseTime, length in seconds, the
 // interval's maximum in milliseconds and the histogram in HdrHistogram's V2 compressed
 // base64 encoding. Values are recorded in microseconds, as internal/loadgen and
-// internal/journey record them.
+// internal/journey record them, one interval per tag per second (an Accumulator adds
+// their recorders' interval histograms up).
+//
+// histlog.go reads and writes the format; merge.go holds Merge (logs added up, seconds
+// aligned on the wall clock) and Accumulator.
 package histlog
 
 import (
 	"bufio"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,11 +33,48 @@ import (
 )
 
 // Interval is one histogram of one tag (a route, or "all") over one time window.
+//
+// The histogram is held decoded (Hist) or encoded (Encoded and Max): a generator's
+// intervals and a log read back are kept encoded, a few hundred bytes to a few KB each,
+// because a decoded histogram of our range is ~140–180 KB and a log has one per tag per
+// second. Histogram returns it decoded either way.
 type Interval struct {
-	Tag    string
-	Start  time.Duration // since the log's base time
-	Length time.Duration
-	Hist   *hdrhistogram.Histogram // values in microseconds
+	Tag    string        `json:"tag"`
+	Start  time.Duration `json:"start_ns"` // since the log's base time
+	Length time.Duration `json:"length_ns"`
+	// Hist is the histogram, values in microseconds; nil when only Encoded is set.
+	Hist *hdrhistogram.Histogram `json:"-"`
+	// Encoded is the histogram in HdrHistogram's V2 compressed base64 form (the log's own
+	// column), and Max its largest value (µs); used when Hist is nil.
+	Encoded string `json:"histogram"`
+	Max     int64  `json:"max_us"`
+}
+
+// Histogram returns iv's histogram, decoding it if it is held encoded.
+func (iv Interval) Histogram() (*hdrhistogram.Histogram, error) {
+	if iv.Hist != nil {
+		return iv.Hist, nil
+	}
+	return decode(iv.Encoded)
+}
+
+// Count is the number of values in iv (decoding it if it is held encoded; 0 if it does
+// not decode).
+func (iv Interval) Count() int64 {
+	h, err := iv.Histogram()
+	if err != nil {
+		return 0
+	}
+	return h.TotalCount()
+}
+
+// Encode returns an interval of h held encoded, so that h can be reused.
+func Encode(tag string, start, length time.Duration, h *hdrhistogram.Histogram) (Interval, error) {
+	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return Interval{}, fmt.Errorf("encode histogram %q: %w", tag, err)
+	}
+	return Interval{Tag: tag, Start: start, Length: length, Encoded: string(enc), Max: h.Max()}, nil
 }
 
 // Log is a parsed interval log.
@@ -65,15 +104,19 @@ func Write(w io.Writer, lg Log) error {
 		if strings.ContainsAny(iv.Tag, ", \r\n") {
 			return fmt.Errorf("write interval: tag %q has a comma, space or line break", iv.Tag)
 		}
-		enc, err := iv.Hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
-		if err != nil {
-			return fmt.Errorf("encode histogram %q: %w", iv.Tag, err)
+		if iv.Hist != nil {
+			e, err := Encode(iv.Tag, iv.Start, iv.Length, iv.Hist)
+			if err != nil {
+				return err
+			}
+			iv = e
 		}
 		if iv.Tag != "" {
 			bw.WriteString("Tag=" + iv.Tag + ",")
 		}
-		fmt.Fprintf(bw, "%.3f,%.3f,%.3f,%s\n", iv.Start.Seconds(), iv.Length.Seconds(),
-			float64(iv.Hist.Max())/1000, enc)
+		fmt.Fprintf(bw, "%.3f,%.3f,%.3f,", iv.Start.Seconds(), iv.Length.Seconds(), float64(iv.Max)/1000)
+		bw.WriteString(iv.Encoded)
+		bw.WriteByte('\n')
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write interval log: %w", err)
@@ -81,7 +124,8 @@ func Write(w io.Writer, lg Log) error {
 	return nil
 }
 
-// Read parses an interval log. Comment lines other than StartTime and BaseTime, the
+// Read parses an interval log, keeping its histograms encoded (Interval.Histogram
+// decodes one). Comment lines other than StartTime and BaseTime, the
 // legend and blank lines are skipped; a malformed interval line is an error naming its
 // line number.
 func Read(r io.Reader) (Log, error) {
@@ -162,11 +206,12 @@ func parseInterval(line string) (Interval, error) {
 	}
 	iv.Start = time.Duration(secs[0] * float64(time.Second))
 	iv.Length = time.Duration(secs[1] * float64(time.Second))
+	// Decoded once to check it, then kept encoded (see Interval).
 	h, err := decode(f[3])
 	if err != nil {
 		return iv, err
 	}
-	iv.Hist = h
+	iv.Encoded, iv.Max = f[3], h.Max()
 	return iv, nil
 }
 
@@ -184,49 +229,6 @@ func decode(s string) (h *hdrhistogram.Histogram, err error) {
 	}
 	return h, nil
 }
-
-// Merged is the sum of several logs: one histogram per tag and one per second (all tags),
-// each added bucket by bucket.
-type Merged struct {
-	Tags      map[string]*hdrhistogram.Histogram
-	All       *hdrhistogram.Histogram   // every interval of every tag
-	PerSecond []*hdrhistogram.Histogram // PerSecond[i]: intervals starting in second i after the earliest base
-	Base      time.Time
-	Dropped   int64 // values that fell outside All's range (none when logs come from our generators)
-}
-
-// Merge adds the logs' intervals bucket by bucket. Logs with different base times are
-// aligned on the wall clock (the earliest base is second 0), so that hosts which started
-// together add into the same seconds.
-func Merge(logs ...Log) Merged {
-	m := Merged{Tags: map[string]*hdrhistogram.Histogram{}, All: New()}
-	for i, lg := range logs {
-		if i == 0 || lg.Base.Before(m.Base) {
-			m.Base = lg.Base
-		}
-	}
-	for _, lg := range logs {
-		off := lg.Base.Sub(m.Base)
-		for _, iv := range lg.Intervals {
-			t := m.Tags[iv.Tag]
-			if t == nil {
-				t = New()
-				m.Tags[iv.Tag] = t
-			}
-			m.Dropped += t.Merge(iv.Hist)
-			m.All.Merge(iv.Hist)
-			sec := int((off + iv.Start) / time.Second)
-			for len(m.PerSecond) <= sec {
-				m.PerSecond = append(m.PerSecond, New())
-			}
-			m.PerSecond[sec].Merge(iv.Hist)
-		}
-	}
-	return m
-}
-
-// TagNames returns m's tags in order.
-func (m Merged) TagNames() []string { return slices.Sorted(maps.Keys(m.Tags)) }
 
 // New returns an empty histogram with the range and precision the generators record in:
 // 1 µs to one hour, 3 significant digits.

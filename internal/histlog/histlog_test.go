@@ -68,6 +68,16 @@ func record(vs []int64, part, parts int, base time.Time) Log {
 	return lg
 }
 
+// hist is iv's histogram, decoded.
+func hist(t *testing.T, iv Interval) *hdrhistogram.Histogram {
+	t.Helper()
+	h, err := iv.Histogram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func buckets(h *hdrhistogram.Histogram) []hdrhistogram.Bar {
 	var out []hdrhistogram.Bar
 	for _, b := range h.Distribution() {
@@ -104,7 +114,7 @@ func TestRoundTrip(t *testing.T) {
 		if g.Tag != w.Tag || g.Start != w.Start || g.Length != w.Length {
 			t.Errorf("interval %d: got %s %v+%v, want %s %v+%v", i, g.Tag, g.Start, g.Length, w.Tag, w.Start, w.Length)
 		}
-		if !reflect.DeepEqual(buckets(g.Hist), buckets(w.Hist)) {
+		if !reflect.DeepEqual(buckets(hist(t, g)), buckets(w.Hist)) {
 			t.Errorf("interval %d: bucket counts differ", i)
 		}
 	}
@@ -151,8 +161,14 @@ func TestMergeTwoProcessesEqualsOne(t *testing.T) {
 		}
 		logs = append(logs, lg)
 	}
-	got := Merge(logs...)
-	want := Merge(record(values(20000), 0, 1, time.UnixMilli(1_796_000_000_000)))
+	got, err := Merge(logs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Merge(record(values(20000), 0, 1, time.UnixMilli(1_796_000_000_000)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got.All.TotalCount() != 20000 {
 		t.Errorf("merged count: got %d, want 20000", got.All.TotalCount())
 	}
@@ -167,12 +183,16 @@ func TestMergeTwoProcessesEqualsOne(t *testing.T) {
 			t.Errorf("tag %s: buckets differ", tag)
 		}
 	}
-	if len(got.PerSecond) != len(want.PerSecond) {
-		t.Fatalf("seconds: got %d, want %d", len(got.PerSecond), len(want.PerSecond))
+	if !reflect.DeepEqual(got.Seconds, want.Seconds) {
+		t.Errorf("seconds: got %+v, want %+v", got.Seconds, want.Seconds)
 	}
-	for i := range want.PerSecond {
-		if !reflect.DeepEqual(buckets(got.PerSecond[i]), buckets(want.PerSecond[i])) {
-			t.Errorf("second %d: buckets differ", i)
+	if len(got.Intervals) != len(want.Intervals) {
+		t.Fatalf("merged intervals: got %d, want %d", len(got.Intervals), len(want.Intervals))
+	}
+	for i, w := range want.Intervals {
+		g := got.Intervals[i]
+		if g.Tag != w.Tag || g.Start != w.Start || !reflect.DeepEqual(buckets(hist(t, g)), buckets(hist(t, w))) {
+			t.Errorf("interval %d (%s at %v): tag, start or buckets differ", i, w.Tag, w.Start)
 		}
 	}
 	if got.All.ValueAtQuantile(99) != want.All.ValueAtQuantile(99) {
@@ -188,10 +208,13 @@ func TestMergeAlignsBaseTimes(t *testing.T) {
 	h.RecordValue(100)
 	a := Log{Base: base, Intervals: []Interval{{Tag: "x", Length: time.Second, Hist: h}}}
 	b := Log{Base: base.Add(2 * time.Second), Intervals: []Interval{{Tag: "x", Length: time.Second, Hist: h}}}
-	m := Merge(b, a)
-	if !m.Base.Equal(base) || len(m.PerSecond) != 3 || m.PerSecond[0].TotalCount() != 1 ||
-		m.PerSecond[1].TotalCount() != 0 || m.PerSecond[2].TotalCount() != 1 {
-		t.Errorf("got base %v, %d seconds", m.Base, len(m.PerSecond))
+	m, err := Merge(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Base.Equal(base) || len(m.Seconds) != 3 || m.Seconds[0].Requests != 1 ||
+		m.Seconds[1].Requests != 0 || m.Seconds[2].Requests != 1 {
+		t.Errorf("got base %v, seconds %+v", m.Base, m.Seconds)
 	}
 }
 
@@ -235,7 +258,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("re-read %d intervals, want %d", len(lg2.Intervals), len(lg.Intervals))
 		}
 		for i := range lg.Intervals {
-			if lg2.Intervals[i].Hist.TotalCount() != lg.Intervals[i].Hist.TotalCount() {
+			if lg2.Intervals[i].Count() != lg.Intervals[i].Count() {
 				t.Fatalf("interval %d: count changed", i)
 			}
 		}

@@ -13,7 +13,9 @@
 // Latency is measured from when a request was due — the end of the think time before
 // it — to the end of its response, so a request that waits for the generator, for a
 // reconnect or for a stalled server counts all of its wait (no coordinated omission).
-// Failed requests are recorded too (a timeout counts its full timeout).
+// Failed requests are recorded too (a timeout counts its full timeout). The hold's
+// latencies are also kept per route and per second of the hold (Result.Intervals, an
+// HdrHistogram interval log's worth), each request in the second it ended in.
 //
 // TimeScale X divides every think time by X, so N users offer the request rate of N×X
 // challenge users ("user-equivalents") with N connections: a way to test the request
@@ -51,6 +53,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/onehost/onehost/internal/genhealth"
+	"github.com/onehost/onehost/internal/histlog"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
 
@@ -263,6 +266,31 @@ type shard struct {
 
 	// The generator's verdict: this shard's users' send lags and dial times.
 	lag, dial *genhealth.Recorder
+
+	// The hold's latencies of the current second (secN since the hold began), per route:
+	// the user that records the first request of a later second swaps them for empty ones
+	// and hands the full ones to the run's collector (runner.secs), under the lock it
+	// holds anyway, so recording takes no other lock and allocates nothing.
+	secHist routeHists
+	secN    int
+	backlog []routeSecond // full seconds runner.secs had no room for yet
+}
+
+// routeHists are one second's histograms, one per route.
+type routeHists [len(routes)]*hdrhistogram.Histogram
+
+// routeSecond is a shard's histograms of second n of the hold.
+type routeSecond struct {
+	n int
+	h routeHists
+}
+
+func newRouteHists() routeHists {
+	var h routeHists
+	for i := range h {
+		h[i] = newHistogram()
+	}
+	return h
 }
 
 // newShard makes a shard with all its histograms, so that record never allocates.
@@ -274,6 +302,7 @@ func newShard() *shard {
 	for i := range s.routeHist {
 		s.routeHist[i] = newHistogram()
 	}
+	s.secHist = newRouteHists()
 	return s
 }
 
@@ -288,6 +317,12 @@ type runner struct {
 	active   atomic.Int64
 	requests atomic.Int64
 	failures atomic.Int64
+
+	// The hold's per-second histograms: shards hand theirs over on secs, the collector
+	// (owned by run) adds them up in acc and gives them back on free.
+	secs chan routeSecond
+	free chan routeHists
+	acc  histlog.Accumulator
 
 	readers sync.Pool // *bufio.Reader, held only while a response is read
 	bodies  sync.Pool // *bytes.Buffer, held only while a feed is read
@@ -331,6 +366,15 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		r.shards[i].lag, r.shards[i].dial = health.SendLag(), health.Connect()
 	}
 
+	r.secs, r.free = make(chan routeSecond, 4*len(r.shards)), make(chan routeHists, len(r.shards))
+	collected := make(chan struct{})
+	go func() { // owned by run: ends when secs is closed, once every user has returned
+		defer close(collected)
+		for s := range r.secs {
+			r.collect(s)
+		}
+	}()
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -364,6 +408,8 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	wg.Wait()
 	close(stopProgress)
 	<-progressDone
+	close(r.secs)
+	<-collected
 
 	res := r.result(time.Since(r.start))
 	res.Health = health.Stop()
@@ -377,6 +423,41 @@ func (r *runner) progress() Progress {
 		Requests: r.requests.Load(),
 		Failures: r.failures.Load(),
 	}
+}
+
+// collect adds a shard's second to the run's and gives its histograms back for reuse.
+func (r *runner) collect(s routeSecond) {
+	for i, h := range s.h {
+		r.acc.Add(routes[i], s.n, h)
+		h.Reset()
+	}
+	select {
+	case r.free <- s.h:
+	default:
+	}
+}
+
+// rotate moves sh on to second n of the hold (sh.mu held).
+func (r *runner) rotate(sh *shard, n int) {
+	full := routeSecond{n: sh.secN, h: sh.secHist}
+	select {
+	case sh.secHist = <-r.free:
+	default:
+		sh.secHist = newRouteHists()
+	}
+	sh.secN = n
+	sh.backlog = append(sh.backlog, full)
+	sent := 0
+	for _, s := range sh.backlog {
+		select {
+		case r.secs <- s:
+			sent++
+			continue
+		default:
+		}
+		break
+	}
+	sh.backlog = append(sh.backlog[:0], sh.backlog[sent:]...)
 }
 
 // result adds up the shards.
@@ -423,8 +504,16 @@ func (r *runner) result(elapsed time.Duration) Result {
 		}
 		res.Iterations += s.iterations
 		res.FeedRetries += s.feedRetries
+		for _, b := range s.backlog { // the collector has ended: what it was not handed
+			r.collect(b)
+		}
+		r.collect(routeSecond{n: s.secN, h: s.secHist})
+		s.backlog = nil
 		s.mu.Unlock()
 	}
+	res.HoldStart = r.start.Add(r.cfg.Ramp)
+	// Encoding a histogram fails only for an unknown encoding version.
+	res.Intervals, _ = r.acc.Intervals(elapsed - r.cfg.Ramp)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
 	}
@@ -454,6 +543,12 @@ func (r *runner) record(sh *shard, route int, due, end time.Time, status int, er
 	sh.hist[stage].RecordValue(lat)
 	if stage == stageHold {
 		sh.routeHist[route].RecordValue(lat)
+		// The second is the one the request ended in, as HdrHistogram's recorders count
+		// (a request due in the hold may end after it).
+		if n := int(end.Sub(r.start.Add(r.cfg.Ramp)) / time.Second); n > sh.secN {
+			r.rotate(sh, n)
+		}
+		sh.secHist[route].RecordValue(lat)
 	}
 	sh.stageReqs[stage]++
 	sh.routes[route].Requests++

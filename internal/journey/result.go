@@ -7,6 +7,8 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/onehost/onehost/internal/histlog"
+
 	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
@@ -159,6 +161,13 @@ type Result struct {
 	// neither a pass nor a fail of the server. Results written before it existed decode
 	// as not measured.
 	Health genhealth.Verdict `json:"generator_verdict"`
+	// HoldStart is when the hold began (wall clock), and Intervals the hold's latencies
+	// per route and per second since then (tags the route names, held encoded): the
+	// run's HdrHistogram interval log. A request due in the hold counts in the second it
+	// ended in. They add up to Routes[].Hist exactly. Results written before they existed
+	// decode with none.
+	HoldStart time.Time          `json:"hold_start"`
+	Intervals []histlog.Interval `json:"intervals,omitempty"`
 }
 
 // Histogram returns the latencies of all stages together.
@@ -242,6 +251,9 @@ func Merge(results ...Result) Result {
 		}
 		m.Users += r.Users
 		m.Elapsed = max(m.Elapsed, r.Elapsed)
+		if i == 0 || r.HoldStart.Before(m.HoldStart) {
+			m.HoldStart = r.HoldStart
+		}
 		m.Iterations += r.Iterations
 		m.FeedRetries += r.FeedRetries
 		m.Requests += r.Requests
@@ -278,7 +290,29 @@ func Merge(results ...Result) Result {
 	if len(m.Errors) == 0 {
 		m.Errors = nil
 	}
+	m.Intervals = mergeIntervals(m.HoldStart, results)
 	m.Health = genhealth.Merge(health...)
 	m.finish()
 	return m
+}
+
+// mergeIntervals adds the results' intervals per route and second, the seconds aligned
+// on the wall clock from start (processes of one run share its start, so their seconds
+// coincide). Results with no intervals add none.
+func mergeIntervals(start time.Time, results []Result) []histlog.Interval {
+	var acc histlog.Accumulator
+	var end time.Duration
+	for _, r := range results {
+		off := r.HoldStart.Sub(start)
+		for _, iv := range r.Intervals {
+			h, err := iv.Histogram()
+			if err != nil {
+				continue // a result decoded from JSON was checked then
+			}
+			acc.Add(iv.Tag, int((off+iv.Start+time.Second/2)/time.Second), h)
+			end = max(end, off+iv.Start+iv.Length)
+		}
+	}
+	ivs, _ := acc.Intervals(end)
+	return ivs
 }

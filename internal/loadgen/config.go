@@ -46,6 +46,9 @@ type Config struct {
 	// that a worker is an OS thread's worth of load. It is also the denominator of
 	// Generator.MaxWorkerCPU. Default 1.
 	Workers int
+	// IntervalLength is the length of the latency intervals (Result.Intervals), HdrHistogram
+	// interval-log style. Default 1 s.
+	IntervalLength time.Duration
 	// SampleInterval is the period of the per-second samples. Default 1 s.
 	SampleInterval time.Duration
 	// ReadBuffer is each connection's read buffer size; a response head must fit in it.
@@ -91,6 +94,7 @@ const (
 	DefaultDuration       = 10 * time.Second
 	DefaultTimeout        = 10 * time.Second
 	DefaultSampleInterval = time.Second
+	DefaultIntervalLength = time.Second
 	DefaultReadBuffer     = 32 << 10
 
 	// ConnectBurst is the most connections opened all at once by default: what wrk and
@@ -136,6 +140,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.SampleInterval <= 0 {
 		d.SampleInterval = DefaultSampleInterval
+	}
+	if d.IntervalLength <= 0 {
+		d.IntervalLength = DefaultIntervalLength
 	}
 	if d.ReadBuffer <= 0 {
 		d.ReadBuffer = DefaultReadBuffer

@@ -12,8 +12,11 @@
 //     still counts from when it was due, so a stalled server cannot hide its queue
 //     (no coordinated omission).
 //
-// Latencies go to HdrHistograms (1 µs to 60 s, 3 significant digits), one per worker,
-// merged at the end; per-second samples count requests, bytes and errors. Every run also
+// Latencies go to HdrHistograms (1 µs to 60 s, 3 significant digits), one per worker per
+// second: each loop swaps its own at the first turn past a second's end and hands the
+// full one to the controller, which adds the loops' seconds up (Result.Intervals, an
+// HdrHistogram interval log's worth) and in total (Result.Latency); per-second samples
+// count requests, bytes and errors. Every run also
 // judges its own generator (Result.Health, package genhealth): each loop's send lag and
 // connect() times, a 1 ms hiccup probe and the process's CPU share, per second.
 //

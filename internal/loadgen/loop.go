@@ -32,7 +32,17 @@ type loop struct {
 	lo     int             // id of conns[0]
 	conns  []*conn         // ids lo, lo+1, ...
 	active int             // connections not finished
-	hist   *hdrhistogram.Histogram
+
+	// The latencies of the interval now being recorded (interval secN of the run, which
+	// ends at secEnd). The loop itself swaps it for an empty one at the first turn past
+	// secEnd and hands the full one to the controller (secs; histograms come back on
+	// free), so that recording takes neither a lock nor an allocation.
+	sec     *hdrhistogram.Histogram
+	secN    int
+	secEnd  int64
+	secs    chan secHist
+	free    chan *hdrhistogram.Histogram
+	backlog []secHist // full intervals secs had no room for yet
 
 	ep     int      // the epoll set
 	epf    *os.File // ep, registered with Go's poller
@@ -82,7 +92,8 @@ const stopEvent = -1
 
 func newLoop(e *engine, lo, hi int) (*loop, error) {
 	l := &loop{
-		e: e, sa: copySockaddr(e.sockaddr), lo: lo, active: hi - lo, hist: newHistogram(),
+		e: e, sa: copySockaddr(e.sockaddr), lo: lo, active: hi - lo, sec: newHistogram(),
+		secs: make(chan secHist, 4), free: make(chan *hdrhistogram.Histogram, 4),
 		events:     make([]unix.EpollEvent, min(hi-lo+1, 512)),
 		checkEvery: int64(min(max(e.cfg.Timeout/10, 5*time.Millisecond), 500*time.Millisecond)),
 		curID:      lo,
@@ -147,6 +158,7 @@ func (l *loop) run() {
 	e := l.e
 	now := e.now()
 	l.nextCheck = now + l.checkEvery
+	l.secEnd = e.t0 + int64(e.cfg.IntervalLength)
 	if c := l.conns[0]; c.fd >= 0 { // the first connection, made by start
 		c.tried = true
 		c.opened(now)
@@ -161,6 +173,9 @@ func (l *loop) run() {
 			e.stall()
 		}
 		now = e.now()
+		if now >= l.secEnd {
+			l.rotate(now)
+		}
 		if now-l.yielded > int64(time.Millisecond) {
 			// A busy loop finds events at every turn and never parks; with one P (-w 1) the
 			// process's other goroutines, the controller and the hiccup probe, would wait
@@ -320,7 +335,47 @@ func (l *loop) advance(now int64) {
 	}
 }
 
-// record adds a latency (ns) to the loop's histogram, in microseconds.
+// record adds a latency (ns) to the loop's interval histogram, in microseconds.
 func (l *loop) record(ns int64) {
-	l.hist.RecordValue(min(max((ns+500)/1000, minLatency), maxLatency))
+	us := min(max((ns+500)/1000, minLatency), maxLatency)
+	l.sec.RecordValue(us)
+	if f := l.e.onRecord; f != nil {
+		f(us)
+	}
+}
+
+// secHist is one loop's histogram of interval n; next is the interval the loop has moved
+// on to (those before it are complete as far as this loop goes).
+type secHist struct {
+	n, next int
+	h       *hdrhistogram.Histogram // nil: the interval was empty
+}
+
+// rotate ends the loop's interval: the responses seen from now on belong to the interval
+// now falls in. Once per interval, never per request.
+func (l *loop) rotate(now int64) {
+	e := l.e
+	n := int((now - e.t0) / int64(e.cfg.IntervalLength))
+	done := secHist{n: l.secN, next: n}
+	if l.sec.TotalCount() > 0 {
+		done.h = l.sec
+		select {
+		case l.sec = <-l.free:
+		default:
+			l.sec = newHistogram()
+		}
+	}
+	l.secN, l.secEnd = n, e.t0+int64(n+1)*int64(e.cfg.IntervalLength)
+	l.backlog = append(l.backlog, done)
+	sent := 0
+	for _, s := range l.backlog {
+		select {
+		case l.secs <- s:
+			sent++
+			continue
+		default:
+		}
+		break
+	}
+	l.backlog = append(l.backlog[:0], l.backlog[sent:]...)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/genhealth"
+	"github.com/onehost/onehost/internal/histlog"
 )
 
 // Latency histogram range, in microseconds.
@@ -44,6 +45,11 @@ type Result struct {
 	StatusCodes map[int]int64
 	// Latency holds every response's latency in microseconds.
 	Latency *hdrhistogram.Histogram
+	// Intervals are the same latencies an interval (Config.IntervalLength) at a time, from
+	// Start, tag "all", held encoded: the run's HdrHistogram interval log. A response
+	// falls in the interval in which its loop saw it; they add up to Latency exactly.
+	// Empty intervals are left out; the last is cut at Finish.
+	Intervals []histlog.Interval
 	// Samples are taken every SampleInterval; a last partial interval is dropped.
 	Samples   []Sample
 	Generator GeneratorCPU
@@ -98,6 +104,9 @@ type engine struct {
 	loops    []*loop
 	// observe, set only by tests, sees every response: its connection, status and due time.
 	observe func(conn, status int, due int64)
+	// onRecord, set only by tests, sees every latency recorded (µs), from the loops'
+	// goroutines: a second record of the same requests, kept apart from the intervals.
+	onRecord func(us int64)
 	// stall, set only by tests, runs at every turn of every loop: a generator that falls
 	// behind on purpose.
 	stall func()
@@ -305,6 +314,34 @@ func (e *engine) run(ctx context.Context) *Result {
 		defer t.Stop()
 		deadline = t.C
 	}
+	// The loops' interval histograms, added up per interval as they come (each loop hands
+	// its own over once per interval; see loop.rotate), and in total.
+	acc := histlog.Accumulator{Length: e.cfg.IntervalLength}
+	res.Latency = newHistogram()
+	take := func(l *loop, s secHist) {
+		if s.h == nil {
+			return
+		}
+		acc.Add("all", s.n, s.h)
+		res.Latency.Merge(s.h)
+		s.h.Reset()
+		select {
+		case l.free <- s.h:
+		default:
+		}
+	}
+	collect := func() {
+		for _, l := range e.loops {
+			for drained := false; !drained; {
+				select {
+				case s := <-l.secs:
+					take(l, s)
+				default:
+					drained = true
+				}
+			}
+		}
+	}
 	var last Sample
 	lastAt, lastCPU := e.t0, cpu0
 	peak := 0.0
@@ -322,6 +359,7 @@ func (e *engine) run(ctx context.Context) *Result {
 		}
 		res.Samples = append(res.Samples, d)
 		last, lastAt, lastCPU = s, now, cpu
+		collect()
 		if e.cfg.Progress != nil {
 			e.cfg.Progress(Progress{Elapsed: time.Duration(now - e.t0), Sample: d, Total: s.Requests})
 		}
@@ -350,13 +388,22 @@ loop:
 	}
 	<-loopsDone
 	res.Finish = time.Now()
+	end := time.Duration(e.now() - e.t0)
 	cpu := processCPU()
 	res.Health = health.Stop()
 
-	res.Latency = newHistogram()
+	// The loops have ended: what they had not handed over is read here.
+	collect()
+	for _, l := range e.loops {
+		for _, s := range l.backlog {
+			take(l, s)
+		}
+		take(l, secHist{n: l.secN, h: l.sec})
+	}
+	// Encoding a histogram fails only for an unknown encoding version.
+	res.Intervals, _ = acc.Intervals(end)
 	for _, l := range e.loops {
 		l.release()
-		res.Latency.Merge(l.hist)
 		for _, c := range l.conns {
 			res.Sent += c.wrote
 			res.Responses += c.responses.Load()
