@@ -87,8 +87,13 @@ start() { # system
 		root=$!
 		url=http://127.0.0.1:$port_ours
 	fi
+	local port=${url##*:}
 	for _ in $(seq 200); do
-		[ "$(online "$1")" = "$N" ] && return
+		# Online, and listening: PM2 calls an app that sends no 'ready' online when it has
+		# forked it, before its listen().
+		if [ "$(online "$1")" = "$N" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return
+		fi
 		sleep 0.05
 	done
 	echo "$1 did not come online" >&2
