@@ -11,6 +11,7 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/histlog"
 	"github.com/onehost/onehost/internal/journey"
@@ -129,6 +130,9 @@ func (s *Sweeper) runRemote(ctx context.Context, wl Workload, srv *Server, conns
 		local := filepath.Join(s.cfg.WorkDir, path.Base(logs[i]))
 		if err := lh.SSH.Fetch(ctx, h, logs[i], local); err != nil {
 			return res, cmd, err
+		}
+		if err := lh.SSH.Remove(ctx, h, logs[i]); err != nil {
+			s.log.Warn("remove the histogram log", zap.Error(err))
 		}
 		lg, err := readHistLog(local)
 		if err != nil {

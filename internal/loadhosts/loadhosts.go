@@ -354,3 +354,15 @@ func Each(ctx context.Context, hosts []Host, f func(ctx context.Context, i int) 
 	}
 	return nil
 }
+
+// Remove deletes the remote files on h (a run's results once fetched).
+func (c Config) Remove(ctx context.Context, h Host, paths ...string) error {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = Quote(p)
+	}
+	if err := c.exec(ctx, c.SSHCommand(h, "rm -f "+strings.Join(q, " ")), nil, nil); err != nil {
+		return fmt.Errorf("remove files on %s: %w", h, err)
+	}
+	return nil
+}
