@@ -118,7 +118,7 @@ func TestSweepLoadHosts(t *testing.T) {
 	}
 	res := filepath.Join(dir, "results")
 	out := runCeiling(t, append([]string{"sweep", "-n", "1", "-modes", "cluster,nginx", "-workloads", "hello", "-d", "2s", "-warmup", "1s",
-		"-imbalance-n", "0", "-out", res, "-seed", seed, "-tokens", tokens, "-config", "../../configs/cluster.yaml",
+		"-imbalance-n", "0", "-load-threads", "1", "-out", res, "-seed", seed, "-tokens", tokens, "-config", "../../configs/cluster.yaml",
 		"-supervisor", filepath.Join(dir, "supervisor"), "-worker", filepath.Join(dir, "worker"), "-autocannon", filepath.Join(dir, "autocannon")},
 		loadHostArgs(hs)...)...)
 	if !strings.Contains(out, "workload=hello n=1 mode=cluster rps=") {

@@ -250,6 +250,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
 	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
 	hosts := addLoadHostFlags(fs, "bin/autocannon is")
+	hostThreads := fs.Int("load-threads", 0, "with -load-hosts: autocannon's worker threads on each host (default: the cores the server leaves on this one, at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -324,7 +325,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
 	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
 	p.cfg.ListenHost = hosts.serverHost
-	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead}
+	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead, Threads: *hostThreads}
 	s, err := ceiling.NewSweeper(p.cfg)
 	if err != nil {
 		return err

@@ -34,6 +34,17 @@ type LoadHosts struct {
 	// Lead: every run starts this long after it is launched, so that every host's ssh
 	// connection is up before it (and the hosts' clocks may differ a little); default 5 s.
 	Lead time.Duration
+	// Threads: autocannon's worker threads (-w) on each host, at most its connections.
+	// Default: as many as a local generator would have had (the cores the server leaves
+	// here, at least 1): the hosts' cores are not known from here.
+	Threads int
+}
+
+func (l LoadHosts) threads(local int) int {
+	if l.Threads > 0 {
+		return l.Threads
+	}
+	return max(local, 1)
 }
 
 func (l LoadHosts) lead() time.Duration {

@@ -696,6 +696,10 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.Connections = s.cfg.ConnsPerWorker * srv.N
 	}
 	r.GenThreads = min(max(r.GenCores, 1), r.Connections)
+	hostThreads := s.cfg.LoadHosts.threads(len(s.allowed) - r.ServerCores)
+	if s.remote() {
+		r.GenThreads = min(hostThreads*len(s.cfg.LoadHosts.Hosts), r.Connections)
+	}
 
 	if err := probe(ctx, srv.Addr, wl); err != nil {
 		r.Skipped = err.Error()
@@ -716,7 +720,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	// started and ended (nil: nothing) are called as the load starts and ends.
 	generate := func(d time.Duration, started, ended func()) (genResult, []string, error) {
 		if s.remote() {
-			return s.runRemote(ctx, wl, srv, r.Connections, r.GenThreads, d, started, ended)
+			return s.runRemote(ctx, wl, srv, r.Connections, hostThreads, d, started, ended)
 		}
 		if started != nil {
 			defer ended()
