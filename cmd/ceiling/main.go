@@ -19,6 +19,9 @@
 // their error against every run (in-sample, leave-one-out, and extrapolated from N ≤ 2),
 // and draws SVG plots.
 // Each run prints one line: workload=heavy n=4 mode=cluster rps=... verdict=cpu evidence="...".
+// With -load-hosts user@host,... (sweep and challenge) the generator runs on those hosts
+// over ssh, the load split between them and started at one agreed time, the results merged
+// (loadhosts.go; docs/bench.md, "Load from other hosts").
 //
 // `challenge` measures the "$12 Server Challenge" score: the worker (or the cluster) in a
 // CPU quota (20 % of one core by default, as the published entries were measured), the
