@@ -24,7 +24,6 @@ import (
 	"github.com/onehost/onehost/internal/cpuquota"
 	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/journey"
-	"github.com/onehost/onehost/internal/loadhosts"
 )
 
 // challengeConfig is `ceiling challenge`'s command line.
@@ -39,10 +38,8 @@ type challengeConfig struct {
 	seed, tokens, secret, peerFeed string
 	node, out                      string
 	// -load-hosts: the generator runs on these hosts over ssh (loadhosts.go); the
-	// server listens on serverHost, which they must reach.
-	loadHosts  []loadhosts.Host
-	sshOptions []string
-	serverHost string
+	// server listens on -server-host, which they must reach.
+	hosts *loadHostFlags
 }
 
 func parseChallenge(args []string, getenv func(string) string, stderr io.Writer) (challengeConfig, error) {
@@ -73,16 +70,7 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&c.peerFeed, "peer-feed", getenv("PEER_FEED"), "a node-feed peer directory with node_modules: scored after ours in the same run (env PEER_FEED)")
 	fs.StringVar(&c.node, "node", "node", "node binary (the peer)")
 	fs.StringVar(&c.out, "out", "", "also write the scores as JSON to this file")
-	fs.Func("load-hosts", "run the generator on these hosts over ssh, each on its share of the users: user@host[:port],... (bin/autocannon and the tokens are copied there)", func(v string) error {
-		h, err := loadhosts.ParseHosts(v)
-		c.loadHosts = h
-		return err
-	})
-	fs.Func("ssh-option", "an ssh/scp -o option for -load-hosts (repeatable), e.g. IdentityFile=~/.ssh/load", func(v string) error {
-		c.sshOptions = append(c.sshOptions, v)
-		return nil
-	})
-	fs.StringVar(&c.serverHost, "server-host", "127.0.0.1", "address the server listens on (with -load-hosts: one the hosts reach)")
+	c.hosts = addLoadHostFlags(fs, "bin/autocannon and the tokens are")
 	fs.Func("saturation", "thresholds of the generator's verdict, passed to autocannon users: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
 		c.search.Run.Saturation, err = genhealth.ParseThresholds(v)
 		return err
@@ -162,12 +150,12 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		}
 		env := []string{"SQLITE_PATH=" + db, "JWT_SECRET=" + c.secret, "LOG_LEVEL=warn"}
 		argv := []string{c.worker}
-		env = append(env, "HOST="+c.serverHost, "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
+		env = append(env, "HOST="+c.hosts.serverHost, "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
 		if c.instances > 0 {
 			argv = []string{c.supervisor, "run", "-instances", strconv.Itoa(c.instances), "-listen",
-				net.JoinHostPort(c.serverHost, strconv.Itoa(port)), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
+				net.JoinHostPort(c.hosts.serverHost, strconv.Itoa(port)), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
 		}
-		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, net.JoinHostPort(c.serverHost, strconv.Itoa(port)), filepath.Join(work, "ours", "server.log"))
+		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, net.JoinHostPort(c.hosts.serverHost, strconv.Itoa(port)), filepath.Join(work, "ours", "server.log"))
 	}
 	servers := []challenge.Server{ours}
 	if c.peerFeed != "" {
@@ -190,10 +178,10 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 	search.Trial = func(ctx context.Context, rc journey.Config) (journey.Result, error) {
 		return generatorTrial(ctx, pin(genCPUs, usersArgv(c.autocannon, c.tokens, rc, rc.Users)))
 	}
-	if len(c.loadHosts) > 0 {
-		ht := &hostsTrial{ssh: loadhosts.Config{Options: c.sshOptions}, hosts: c.loadHosts, autocannon: c.autocannon, tokens: c.tokens}
+	if len(c.hosts.hosts) > 0 {
+		ht := &hostsTrial{ssh: c.hosts.ssh(), hosts: c.hosts.hosts, autocannon: c.autocannon, tokens: c.tokens, lead: c.hosts.lead}
 		search.Trial = ht.trial
-		note += fmt.Sprintf(" The generator runs on %d load host(s) over ssh: %v.", len(c.loadHosts), c.loadHosts)
+		note += c.hosts.note()
 	}
 	mode := "the challenge's search"
 	if c.users > 0 {

@@ -1,18 +1,54 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/onehost/onehost/internal/journey"
 	"github.com/onehost/onehost/internal/loadhosts"
 )
+
+// loadHostFlags are the flags challenge and sweep share for running the generator on
+// other hosts over ssh.
+type loadHostFlags struct {
+	hosts      []loadhosts.Host
+	sshOptions []string
+	serverHost string
+	lead       time.Duration
+}
+
+// addLoadHostFlags defines -load-hosts, -ssh-option, -server-host and -load-lead on fs;
+// what says what the hosts get copied.
+func addLoadHostFlags(fs *flag.FlagSet, what string) *loadHostFlags {
+	l := &loadHostFlags{}
+	fs.Func("load-hosts", "run the generator on these hosts over ssh, each on its share of the load: user@host[:port],... ("+what+" copied there)", func(v string) error {
+		h, err := loadhosts.ParseHosts(v)
+		l.hosts = h
+		return err
+	})
+	fs.Func("ssh-option", "an ssh/scp -o option for -load-hosts (repeatable), e.g. IdentityFile=~/.ssh/load", func(v string) error {
+		l.sshOptions = append(l.sshOptions, v)
+		return nil
+	})
+	fs.StringVar(&l.serverHost, "server-host", "127.0.0.1", "address the server listens on (with -load-hosts: one the hosts reach)")
+	fs.DurationVar(&l.lead, "load-lead", 5*time.Second, "with -load-hosts: every run starts this long after it is launched, at one wall-clock time on all hosts (ssh's connection set-up and the hosts' clocks must fit in it)")
+	return l
+}
+
+func (l *loadHostFlags) ssh() loadhosts.Config { return loadhosts.Config{Options: l.sshOptions} }
+
+// note says where the generator runs, for the report.
+func (l *loadHostFlags) note() string {
+	if len(l.hosts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The generator runs on %d load host(s) over ssh: %v.", len(l.hosts), l.hosts)
+}
 
 // hostsTrial runs one trial from several load hosts (challenge -load-hosts): each host
 // runs `autocannon users` over ssh for its share of the users (its own user range, so its
@@ -24,81 +60,59 @@ type hostsTrial struct {
 	autocannon string // local binary, copied to each host when missing or different
 	tokens     string // local token file, copied the same way
 	lead       time.Duration
-
-	mu     sync.Mutex
-	remote map[int][2]string // host index → remote autocannon and tokens paths
-}
-
-func (h *hostsTrial) prepare(ctx context.Context, i int) (bin, tokens string, err error) {
-	h.mu.Lock()
-	p, ok := h.remote[i]
-	h.mu.Unlock()
-	if ok {
-		return p[0], p[1], nil
-	}
-	if bin, err = h.ssh.EnsureBinary(ctx, h.hosts[i], h.autocannon, "autocannon"); err != nil {
-		return "", "", err
-	}
-	if tokens, err = h.ssh.EnsureBinary(ctx, h.hosts[i], h.tokens, "tokens.json"); err != nil {
-		return "", "", err
-	}
-	h.mu.Lock()
-	if h.remote == nil {
-		h.remote = map[int][2]string{}
-	}
-	h.remote[i] = [2]string{bin, tokens}
-	h.mu.Unlock()
-	return bin, tokens, nil
+	copies     loadhosts.Copies
 }
 
 func (h *hostsTrial) trial(ctx context.Context, rc journey.Config) (journey.Result, error) {
 	k := len(h.hosts)
 	lead := h.lead
-	if lead == 0 {
+	if lead <= 0 {
 		lead = 5 * time.Second // ssh connections and the hosts' clocks
+	}
+	// The copies first (the first trial's binary and tokens): the lead is for ssh's
+	// connection set-up alone, and a start time agreed before a copy would pass during it.
+	bins, tokens := make([]string, k), make([]string, k)
+	err := loadhosts.Each(ctx, h.hosts, func(ctx context.Context, i int) (err error) {
+		if journey.Share(rc.Users, k, i) == 0 {
+			return nil
+		}
+		if bins[i], err = h.copies.Ensure(ctx, h.ssh, h.hosts[i], h.autocannon, "autocannon"); err != nil {
+			return err
+		}
+		tokens[i], err = h.copies.Ensure(ctx, h.ssh, h.hosts[i], h.tokens, "tokens.json")
+		return err
+	})
+	if err != nil {
+		return journey.Result{}, err
 	}
 	start := time.Now().Add(lead)
 	seed := rc.Seed
 	if seed == 0 {
 		seed = uint64(start.UnixNano()) // one seed for all: user n's choices stay its own
 	}
-	parts := make([]journey.Result, k)
-	errs := make([]error, k)
-	var wg sync.WaitGroup
-	first := 1
-	for i := range k {
+	first := make([]int, k) // host i's users are first[i] .. first[i]+Share-1
+	for i, f := 0, 1; i < k; i++ {
+		first[i] = f
+		f += journey.Share(rc.Users, k, i)
+	}
+	outs := h.ssh.RunAll(ctx, h.hosts, func(ctx context.Context, i int) ([]string, error) {
 		n := journey.Share(rc.Users, k, i)
 		if n == 0 {
+			return nil, nil
+		}
+		return usersArgv(bins[i], tokens[i], rc, n, "-first-user", strconv.Itoa(first[i]), "-total-users", strconv.Itoa(rc.Users),
+			"-start-at", strconv.FormatInt(start.UnixMilli(), 10), "-seed", strconv.FormatUint(seed, 10)), nil
+	})
+	var got []journey.Result
+	for i, o := range outs {
+		if journey.Share(rc.Users, k, i) == 0 {
 			continue
 		}
-		f := first
-		first += n
-		wg.Add(1)
-		go func() { // owned by trial: ends when the remote generator exits or is killed
-			defer wg.Done()
-			bin, tokens, err := h.prepare(ctx, i)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			argv := usersArgv(bin, tokens, rc, n, "-first-user", strconv.Itoa(f), "-total-users", strconv.Itoa(rc.Users),
-				"-start-at", strconv.FormatInt(start.UnixMilli(), 10), "-seed", strconv.FormatUint(seed, 10))
-			var out, errb bytes.Buffer
-			runErr := h.ssh.Run(ctx, h.hosts[i], argv, &out, &errb)
-			// autocannon users exits 1 on a failed trial, with its result on stdout.
-			if err := json.Unmarshal(out.Bytes(), &parts[i]); err != nil || parts[i].Requests == 0 && runErr != nil {
-				errs[i] = fmt.Errorf("host %s: %v %v: %s", h.hosts[i], runErr, err, strings.TrimSpace(errb.String()))
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return journey.Result{}, err
+		// autocannon users exits 1 on a failed trial, with its result on stdout.
+		var p journey.Result
+		if err := json.Unmarshal(o.Stdout, &p); err != nil || p.Requests == 0 && o.Err != nil {
+			return journey.Result{}, fmt.Errorf("host %s: %v %v: %s", h.hosts[i], o.Err, err, strings.TrimSpace(string(o.Stderr)))
 		}
-	}
-	var got []journey.Result
-	for _, p := range parts {
 		if p.Requests > 0 || p.Users > 0 {
 			got = append(got, p)
 		}

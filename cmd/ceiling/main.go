@@ -19,6 +19,9 @@
 // their error against every run (in-sample, leave-one-out, and extrapolated from N ≤ 2),
 // and draws SVG plots.
 // Each run prints one line: workload=heavy n=4 mode=cluster rps=... verdict=cpu evidence="...".
+// With -load-hosts user@host,... (sweep and challenge) the generator runs on those hosts
+// over ssh, the load split between them and started at one agreed time, the results merged
+// (loadhosts.go; docs/bench.md, "Load from other hosts").
 //
 // `challenge` measures the "$12 Server Challenge" score: the worker (or the cluster) in a
 // CPU quota (20 % of one core by default, as the published entries were measured), the
@@ -47,10 +50,11 @@ func main() {
 
 const usage = `usage:
   ceiling sweep [-quick] [-out DIR] [-n LIST] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
-                [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] ...
+                [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] [-load-hosts user@host,... -server-host ADDR] ...
   ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] [-workloads heavy,static] ...
   ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
-  ceiling challenge [-instances N] [-cpu 0.2] [-users N] [-time-scale 2] [-ramp 30s] [-hold 1m] [-peer-feed DIR] ...
+  ceiling challenge [-instances N] [-cpu 0.2] [-users N] [-time-scale 2] [-ramp 30s] [-hold 1m] [-peer-feed DIR]
+                [-load-hosts user@host,... -server-host ADDR] ...
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
 Run 'ceiling COMMAND -h' for a command's flags.`
 

@@ -42,6 +42,8 @@ func TestRunErrors(t *testing.T) {
 		{"model without results", []string{"model", "-results", "/nonexistent/dir"}, "read results"},
 		{"model with a bad link", []string{"model", "-nic", "fast"}, `parse link rate "fast"`},
 		{"sweep with a bad N", []string{"sweep", "-n", "1,x"}, `"x" is not a positive integer`},
+		{"sweep with a bad load host", []string{"sweep", "-load-hosts", "u@h:x"}, `bad port "x"`},
+		{"challenge with no load host", []string{"challenge", "-load-hosts", " , "}, "none given"},
 		{"nic with a bad rate", []string{"nic", "-rates", "1gbit,zz"}, `parse link rate "zz"`},
 		{"model with a csv that is not one", []string{"model", "-csv", "results.txt"}, `-csv "results.txt": want a .csv file`},
 		{"model with no fit points", []string{"model", "-csv", "x.csv", "-fit-max-n", "0"}, "want at least 1"},

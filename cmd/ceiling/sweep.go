@@ -249,6 +249,8 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	staticRoot := fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
 	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
 	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
+	hosts := addLoadHostFlags(fs, "bin/autocannon is")
+	hostThreads := fs.Int("load-threads", 0, "with -load-hosts: autocannon's worker threads on each host (default: the cores the server leaves on this one, at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -301,7 +303,11 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 			starts += len(nlist)
 		}
 	}
-	est := float64(runs)*(c.d.Seconds()+c.warmup.Seconds()+0.6) + float64(starts)*2.5
+	perRun := c.d.Seconds() + c.warmup.Seconds() + 0.6
+	if len(hosts.hosts) > 0 {
+		perRun += 2 * hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
+	}
+	est := float64(runs)*perRun + float64(starts)*2.5
 	if *imbN > 1 {
 		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
 	}
@@ -318,6 +324,8 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *imbN, *imbConns
 	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
 	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
+	p.cfg.ListenHost = hosts.serverHost
+	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead, Threads: *hostThreads}
 	s, err := ceiling.NewSweeper(p.cfg)
 	if err != nil {
 		return err

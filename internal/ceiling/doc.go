@@ -9,8 +9,10 @@
 // The sweep starts real processes (bin/supervisor, bin/worker, bin/autocannon or wrk) and
 // reads Linux /proc; everything else is pure functions of recorded Runs, so a result file
 // from another machine can be modelled and plotted here. The NIC is emulated by shaping a
-// private network namespace's loopback (see package linkshape); the sweep never sends
-// traffic to any address but 127.0.0.1.
+// private network namespace's loopback (see package linkshape). The sweep sends traffic
+// to 127.0.0.1 only, unless it is given load hosts (LoadHosts): then autocannon runs on
+// them over ssh (package loadhosts) against the server on SweepConfig.ListenHost, and
+// their results are merged (MergeOutcomes).
 //
 // Non-goals: a load generator of its own (it drives bin/autocannon or wrk), statistical
 // rigour beyond one run per cell (the sweep is a map of where the ceiling lies, and each

@@ -87,8 +87,11 @@ type Run struct {
 	// sweep's own results. Runs of different sources are never fitted together.
 	Source string `json:"source,omitempty"`
 
-	Generator     string    `json:"generator"` // "autocannon" or "wrk"
-	GenCommand    []string  `json:"gen_command"`
+	Generator  string   `json:"generator"`   // "autocannon" or "wrk"
+	GenCommand []string `json:"gen_command"` // with LoadHosts: the first host's
+	// LoadHosts: the hosts the generator ran on over ssh (SweepConfig.LoadHosts), the
+	// connections split between them; none: here.
+	LoadHosts     []string  `json:"load_hosts,omitempty"`
 	ServerCommand []string  `json:"server_command"`
 	Connections   int       `json:"connections"`
 	Pipelining    int       `json:"pipelining"`

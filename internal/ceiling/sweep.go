@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/loadhosts"
 )
 
 // Workload is one kind of request the sweep sends.
@@ -143,6 +146,11 @@ type SweepConfig struct {
 	Report func(Run)
 	// Environ is the children's base environment; default os.Environ().
 	Environ []string
+	// ListenHost is the address the cluster and the single worker listen on (port 0);
+	// default 127.0.0.1. With LoadHosts: one every host reaches.
+	ListenHost string
+	// LoadHosts: run the generator on these hosts over ssh (see LoadHosts); zero: here.
+	LoadHosts LoadHosts
 	// Progress: keep this file (ProgressFile in the results directory) saying which run is
 	// being measured and how the last one went, for a dashboard; default "": none.
 	Progress string
@@ -158,7 +166,9 @@ type Sweeper struct {
 	notes     []string
 	serverSeq int
 	peers     peerSetup
-	progress  *progressWriter // nil: no progress file
+	progress  *progressWriter  // nil: no progress file
+	copies    loadhosts.Copies // the generator's copies on the load hosts
+	remoteSeq int              // numbers the load hosts' histogram logs
 }
 
 type baseline struct {
@@ -181,6 +191,7 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	def(&cfg.Tokens, "data/tokens.json")
 	def(&cfg.JWTSecret, "twelve-dollar-challenge")
 	def(&cfg.ImbalanceWorkload, "heavy")
+	def(&cfg.ListenHost, "127.0.0.1")
 	if cfg.SeedDB == "" {
 		return nil, errors.New("sweep config: SeedDB is empty: point it at a seed database (`worker seed -db PATH` writes one)")
 	}
@@ -256,6 +267,20 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 		}
 	}
 	s.findPeers()
+	if s.remote() {
+		if !s.useAC {
+			return nil, fmt.Errorf("sweep config: LoadHosts: autocannon %q not found: the load hosts run it", cfg.Autocannon)
+		}
+		for _, m := range cfg.Modes {
+			if isPeer(m) && s.peers.skip[m] == "" {
+				s.peers.skip[m] = "peers listen on loopback: not measured from load hosts"
+				s.notes = append(s.notes, fmt.Sprintf("peer %s skipped: it listens on loopback, out of the load hosts' reach", m))
+			}
+		}
+		s.notes = append(s.notes, fmt.Sprintf("the generator (autocannon) ran on %d load host(s) over ssh (%v), each run's connections split between them, "+
+			"one start time, the results merged (latency percentiles from the added histograms); the server listened on %s; "+
+			"wrk workloads (the mix) are not distributed: skipped", len(cfg.LoadHosts.Hosts), cfg.LoadHosts.Hosts, cfg.ListenHost))
+	}
 	return s, nil
 }
 
@@ -282,6 +307,9 @@ func (s *Sweeper) serverCPUs(n int) []int {
 // genCPUs are the generator's cores next to an N-worker server, and whether they overlap.
 func (s *Sweeper) genCPUs(n int) (cpus []int, shared bool) {
 	srv := s.serverCPUs(n)
+	if s.remote() {
+		return nil, false // on the load hosts
+	}
 	if s.cfg.NoPin {
 		return nil, true
 	}
@@ -452,10 +480,10 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	if mode == ModeCluster {
 		env = append(env, "LOG_LEVEL=warn")
 		argv = []string{s.cfg.Supervisor, "run", "-config", s.cfg.ClusterConfig, "-instances", strconv.Itoa(n),
-			"-listen", "127.0.0.1:0", "-socket", srv.socket, "-log-level", "warn"}
+			"-listen", net.JoinHostPort(s.cfg.ListenHost, "0"), "-socket", srv.socket, "-log-level", "warn"}
 	} else {
 		// info: the worker's "serving" line says which port it bound.
-		env = append(env, "LOG_LEVEL=info", "HOST=127.0.0.1", "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))
+		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))
 		argv = []string{s.cfg.Worker}
 	}
 	if srv.CPUs != nil {
@@ -660,7 +688,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.ServerCores = srv.N
 	}
 	r.GenCores = len(genCPUs)
-	if r.GenCores == 0 {
+	if r.GenCores == 0 && !s.remote() {
 		r.GenCores = len(s.allowed)
 	}
 	r.Connections = o.Conns
@@ -668,6 +696,10 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.Connections = s.cfg.ConnsPerWorker * srv.N
 	}
 	r.GenThreads = min(max(r.GenCores, 1), r.Connections)
+	hostThreads := s.cfg.LoadHosts.threads(len(s.allowed) - r.ServerCores)
+	if s.remote() {
+		r.GenThreads = min(hostThreads*len(s.cfg.LoadHosts.Hosts), r.Connections)
+	}
 
 	if err := probe(ctx, srv.Addr, wl); err != nil {
 		r.Skipped = err.Error()
@@ -675,22 +707,51 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 	}
 	gen := s.generatorFor(wl)
 	r.Generator = gen
-	argv, err := s.genArgv(gen, wl, srv, r.Connections, r.GenThreads, s.cfg.Duration)
-	if err != nil {
-		r.Skipped = err.Error()
-		return r
+	if s.remote() {
+		if gen != "autocannon" {
+			r.Skipped = "wrk workloads are not distributed to load hosts"
+			return r
+		}
+		for _, h := range s.cfg.LoadHosts.Hosts {
+			r.LoadHosts = append(r.LoadHosts, h.String())
+		}
 	}
-	if genCPUs != nil {
-		argv = s.cfg.Pin(genCPUs, argv)
+	// generate runs the generator for d: here, pinned to its cores, or on the load hosts.
+	// started and ended (nil: nothing) are called as the load starts and ends.
+	generate := func(d time.Duration, started, ended func()) (genResult, []string, error) {
+		if s.remote() {
+			return s.runRemote(ctx, wl, srv, r.Connections, hostThreads, d, started, ended)
+		}
+		if started != nil {
+			defer ended()
+			started()
+		}
+		argv, err := s.genArgv(gen, wl, srv, r.Connections, r.GenThreads, d)
+		if err != nil {
+			return genResult{}, nil, err
+		}
+		if genCPUs != nil {
+			argv = s.cfg.Pin(genCPUs, argv)
+		}
+		res, err := s.runGen(ctx, gen, argv)
+		return res, argv, err
 	}
-	r.GenCommand = argv
+	if !s.remote() {
+		// The command is recorded before the run (a failed run keeps it); a remote one
+		// after, from the first host.
+		argv, err := s.genArgv(gen, wl, srv, r.Connections, r.GenThreads, s.cfg.Duration)
+		if err != nil {
+			r.Skipped = err.Error()
+			return r
+		}
+		if genCPUs != nil {
+			argv = s.cfg.Pin(genCPUs, argv)
+		}
+		r.GenCommand = argv
+	}
 
 	if s.cfg.Warmup > 0 {
-		wargv, _ := s.genArgv(gen, wl, srv, r.Connections, r.GenThreads, s.cfg.Warmup)
-		if genCPUs != nil {
-			wargv = s.cfg.Pin(genCPUs, wargv)
-		}
-		if _, err := s.runGen(ctx, gen, wargv); err != nil {
+		if _, _, err := generate(s.cfg.Warmup, nil, nil); err != nil {
 			s.log.Warn("warm-up", zap.String("workload", wl.Name), zap.Error(err))
 		}
 	}
@@ -713,15 +774,21 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		r.Skipped = err.Error()
 		return r
 	}
-	snap0, err := takeSnapshot(tree)
-	if err != nil {
-		r.Skipped = err.Error()
-		return r
-	}
 	// Mid-run, the supervisor's per-worker connection counts (polled once a second).
 	mid := make(chan clusterStatus, 1)
 	midCtx, midCancel := context.WithCancel(ctx)
-	if srv.Mode == ModeCluster {
+	defer midCancel()
+	var snap0, snap1 snapshot
+	var err0, err1 error
+	var t0 time.Time
+	var wall float64
+	started := func() {
+		snap0, err0 = takeSnapshot(tree)
+		t0 = time.Now()
+		if srv.Mode != ModeCluster {
+			mid <- clusterStatus{}
+			return
+		}
 		go func() {
 			var st clusterStatus
 			wait := max(s.cfg.Duration/2, min(1200*time.Millisecond, s.cfg.Duration-300*time.Millisecond))
@@ -730,14 +797,22 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 			}
 			mid <- st
 		}()
-	} else {
+	}
+	ended := func() {
+		wall = time.Since(t0).Seconds()
+		snap1, err1 = takeSnapshot(tree)
+		midCancel()
+	}
+	res, argv, genErr := generate(s.cfg.Duration, started, ended)
+	if s.remote() {
+		r.GenCommand = argv
+	}
+	if t0.IsZero() { // the load never started (a host failed first)
 		mid <- clusterStatus{}
 	}
-	t0 := time.Now()
-	res, genErr := s.runGen(ctx, gen, argv)
-	wall := time.Since(t0).Seconds()
-	snap1, err1 := takeSnapshot(tree)
-	midCancel()
+	if err0 != nil {
+		genErr = err0
+	}
 	midSt := <-mid
 	if genErr != nil {
 		r.Skipped = genErr.Error()
@@ -855,15 +930,9 @@ func (s *Sweeper) genArgv(gen string, wl Workload, srv *Server, conns, threads i
 		method = "GET"
 	}
 	if gen == "autocannon" {
-		argv := []string{s.cfg.Autocannon, "-c", strconv.Itoa(conns), "-p", strconv.Itoa(s.cfg.Pipelining),
-			"-d", secs, "-w", strconv.Itoa(threads), "-j", "-n", "-m", method}
-		for _, h := range wl.Headers {
-			argv = append(argv, "-H", h)
-		}
-		if wl.Body != "" {
-			argv = append(argv, "-b", wl.Body)
-		}
-		return append(argv, "--server-pid", strconv.Itoa(srv.PID()), url), nil
+		argv := s.autocannonArgv(s.cfg.Autocannon, wl, srv.Addr, conns, threads, d)
+		// The generator samples the server's tree beside its load (kept in its report).
+		return append(argv[:len(argv)-1], "--server-pid", strconv.Itoa(srv.PID()), argv[len(argv)-1]), nil
 	}
 	script := filepath.Join(s.cfg.WorkDir, "wrk-"+wl.Name+".lua")
 	include := ""
@@ -883,6 +952,24 @@ func (s *Sweeper) genArgv(gen string, wl Workload, srv *Server, conns, threads i
 	}
 	return []string{s.cfg.Wrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", secs + "s",
 		"--timeout", "10s", "-s", script, url}, nil
+}
+
+// autocannonArgv is autocannon's command (the binary bin) for one run of d against the
+// server at addr, its URL last.
+func (s *Sweeper) autocannonArgv(bin string, wl Workload, addr string, conns, threads int, d time.Duration) []string {
+	method := wl.Method
+	if method == "" {
+		method = "GET"
+	}
+	argv := []string{bin, "-c", strconv.Itoa(conns), "-p", strconv.Itoa(s.cfg.Pipelining),
+		"-d", strconv.Itoa(int(d / time.Second)), "-w", strconv.Itoa(threads), "-j", "-n", "-m", method}
+	for _, h := range wl.Headers {
+		argv = append(argv, "-H", h)
+	}
+	if wl.Body != "" {
+		argv = append(argv, "-b", wl.Body)
+	}
+	return append(argv, "http://"+addr+wl.Path)
 }
 
 type genResult struct {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/loadhosts"
 )
 
 // fakeEnv makes the test binary play one of the sweep's programs.
@@ -292,6 +294,8 @@ func TestNewSweeperValidates(t *testing.T) {
 		{"bad mode", SweepConfig{SeedDB: "x", WorkDir: "x", Modes: []string{"fork"}}, `mode "fork"`},
 		{"fractional seconds", SweepConfig{SeedDB: "x", WorkDir: "x", Duration: 1500 * time.Millisecond}, "whole seconds"},
 		{"more cores than allowed", SweepConfig{SeedDB: "x", WorkDir: "x", Ns: []int{100000}}, "needs cores 0-99999"},
+		{"load hosts without autocannon", SweepConfig{SeedDB: "x", WorkDir: "x", Autocannon: "/nonexistent/autocannon",
+			LoadHosts: LoadHosts{Hosts: []loadhosts.Host{{Addr: "h"}}}}, "the load hosts run it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewSweeper(tc.cfg)
@@ -299,6 +303,29 @@ func TestNewSweeperValidates(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSweeperLoadHostsSkips: with load hosts, the peers (on loopback) are skipped with a
+// note, and the generator has no cores here.
+func TestSweeperLoadHostsSkips(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSweeper(SweepConfig{SeedDB: "x", WorkDir: t.TempDir(), Autocannon: self, Modes: []string{ModeCluster, ModeNginx},
+		LoadHosts: LoadHosts{Hosts: []loadhosts.Host{{User: "u", Addr: "h1"}, {Addr: "h2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.peers.skip[ModeNginx] == "" {
+		t.Error("nginx not skipped with load hosts")
+	}
+	if notes := strings.Join(s.Notes(), "\n"); !strings.Contains(notes, "ran on 2 load host(s) over ssh ([u@h1 h2])") {
+		t.Errorf("notes do not say where the generator ran:\n%s", notes)
+	}
+	if cpus, shared := s.genCPUs(1); cpus != nil || shared {
+		t.Errorf("generator cores %v (shared %v): want none here", cpus, shared)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -183,10 +184,14 @@ func (c Config) EnsureBinary(ctx context.Context, h Host, local, name string) (s
 	if f := strings.Fields(out.String()); len(f) > 0 && f[0] == want {
 		return remote, nil
 	}
-	if err := c.exec(ctx, c.SCPCommand(h, local, ":"+remote), nil, nil); err != nil {
+	// Copied beside and renamed into place: a binary running there (another run, or
+	// another "host" sharing the file system, as the tests' namespaces do) is never
+	// written to (ETXTBSY), and a half-copied one is never run.
+	tmp := remote + ".new." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := c.exec(ctx, c.SCPCommand(h, local, ":"+tmp), nil, nil); err != nil {
 		return "", fmt.Errorf("copy binary to %s: %w", h, err)
 	}
-	if err := c.exec(ctx, c.SSHCommand(h, "chmod +x "+Quote(remote)), nil, nil); err != nil {
+	if err := c.exec(ctx, c.SSHCommand(h, "chmod +x "+Quote(tmp)+" && mv -f "+Quote(tmp)+" "+Quote(remote)), nil, nil); err != nil {
 		return "", fmt.Errorf("copy binary to %s: %w", h, err)
 	}
 	return remote, nil
@@ -256,6 +261,108 @@ func (c Config) cleanup(h Host, pidFile string) {
 func (c Config) Fetch(ctx context.Context, h Host, remote, local string) error {
 	if err := c.exec(ctx, c.SCPCommand(h, ":"+remote, local), nil, nil); err != nil {
 		return fmt.Errorf("fetch %s from %s: %w", remote, h, err)
+	}
+	return nil
+}
+
+// At returns argv wrapped so that it starts at start by the remote host's clock: a POSIX
+// shell sleeps until then (GNU date's milliseconds) and execs argv, keeping the pid that
+// Run records. It is for generators without a start-time flag of their own (plain
+// autocannon); `autocannon users -start-at` waits inside the generator, more exactly.
+// A start already past runs argv at once.
+func At(start time.Time, argv []string) []string {
+	script := `s=` + strconv.FormatInt(start.UnixMilli(), 10) + `; n=$(date +%s%3N); ` +
+		`if [ "$n" -lt "$s" ]; then d=$((s-n)); sleep $((d/1000)).$(printf %03d $((d%1000))); fi; exec "$@"`
+	return append([]string{"sh", "-c", script, "sh"}, argv...)
+}
+
+// Copies copies local files to hosts once per run: the first Ensure of a (host, file)
+// checks the remote copy (EnsureBinary), later ones reuse the path. Safe for concurrent
+// use; the zero value is ready.
+type Copies struct {
+	mu     sync.Mutex
+	remote map[string]string // host + "\x00" + name → remote path
+}
+
+// Ensure is c.EnsureBinary(ctx, h, local, name), done once per (h, name).
+func (cp *Copies) Ensure(ctx context.Context, c Config, h Host, local, name string) (string, error) {
+	key := h.String() + "\x00" + name
+	cp.mu.Lock()
+	p, ok := cp.remote[key]
+	cp.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := c.EnsureBinary(ctx, h, local, name)
+	if err != nil {
+		return "", err
+	}
+	cp.mu.Lock()
+	if cp.remote == nil {
+		cp.remote = map[string]string{}
+	}
+	cp.remote[key] = p
+	cp.mu.Unlock()
+	return p, nil
+}
+
+// Output is what one host's command printed, and how it ended.
+type Output struct {
+	Stdout, Stderr []byte
+	Err            error
+}
+
+// RunAll runs argv(i) on every host i at once (nil: host i sits this one out) and waits
+// for all of them; out[i] is host i's. The goroutines are RunAll's own and end with it.
+// argv may itself do remote work first (copy a binary): it runs in host i's goroutine.
+func (c Config) RunAll(ctx context.Context, hosts []Host, argv func(ctx context.Context, i int) ([]string, error)) []Output {
+	out := make([]Output, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := argv(ctx, i)
+			if err != nil || a == nil {
+				out[i].Err = err
+				return
+			}
+			var so, se bytes.Buffer
+			out[i].Err = c.Run(ctx, h, a, &so, &se)
+			out[i].Stdout, out[i].Stderr = so.Bytes(), se.Bytes()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Each runs f(ctx, i) for every host i at once and waits for all; it returns the first
+// host's error in host order, naming the host. For the work before a run's start time
+// is agreed (copying the binary), which must not eat into the run's lead.
+func Each(ctx context.Context, hosts []Host, f func(ctx context.Context, i int) error) error {
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f(ctx, i) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("host %s: %w", hosts[i], err)
+		}
+	}
+	return nil
+}
+
+// Remove deletes the remote files on h (a run's results once fetched).
+func (c Config) Remove(ctx context.Context, h Host, paths ...string) error {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = Quote(p)
+	}
+	if err := c.exec(ctx, c.SSHCommand(h, "rm -f "+strings.Join(q, " ")), nil, nil); err != nil {
+		return fmt.Errorf("remove files on %s: %w", h, err)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onehost/onehost/internal/proctest"
+	"github.com/onehost/onehost/internal/loadhosts/nstest"
 )
 
 // The test binary is also the "generator" the hosts run: `loadhosts-helper get URL N OUT`
@@ -90,102 +90,18 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-func sh(t *testing.T, argv ...string) {
-	t.Helper()
-	if b, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, b)
-	}
-}
-
-// loadHost makes a "host": a network namespace joined to this one by a veth pair, with
-// sshd inside it listening on the namespace's address, reachable with a key made for the
-// test. Everything is removed in t.Cleanup.
-func loadHost(t *testing.T, dir string, subnet, i int) (Host, []string) {
-	t.Helper()
-	tag := fmt.Sprintf("lh%d%d", subnet, i)
-	ns, outer, inner := tag+"ns", tag+"a", tag+"b"
-	local, remote := fmt.Sprintf("10.231.%d.%d", subnet, 4*i+1), fmt.Sprintf("10.231.%d.%d", subnet, 4*i+2)
-	sh(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	sh(t, "ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
-	t.Cleanup(func() { exec.Command("ip", "link", "del", outer).Run() })
-	sh(t, "ip", "link", "set", inner, "netns", ns)
-	sh(t, "ip", "addr", "add", local+"/30", "dev", outer)
-	sh(t, "ip", "link", "set", outer, "up")
-	sh(t, "ip", "-n", ns, "addr", "add", remote+"/30", "dev", inner)
-	sh(t, "ip", "-n", ns, "link", "set", inner, "up")
-	sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-
-	hd := filepath.Join(dir, tag)
-	os.MkdirAll(hd, 0o700)
-	sh(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(hd, "hostkey"))
-	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege-separation directory
-	port := 20000 + rand.IntN(20000)
-	cfg := fmt.Sprintf("Port %d\nListenAddress %s\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin yes\nSubsystem sftp internal-sftp\n",
-		port, remote, filepath.Join(hd, "hostkey"), filepath.Join(dir, "authorized_keys"), filepath.Join(hd, "sshd.pid"))
-	os.WriteFile(filepath.Join(hd, "sshd_config"), []byte(cfg), 0o600)
-	sshd := exec.Command("nsenter", "--net=/run/netns/"+ns, "/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(hd, "sshd_config"))
-	sshd.Stderr = &prefixWriter{t: t, p: tag + " sshd: "}
-	if err := sshd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sshd.Process.Kill(); sshd.Wait() })
-
-	pub, _ := os.ReadFile(filepath.Join(hd, "hostkey.pub"))
-	f, _ := os.OpenFile(filepath.Join(dir, "known_hosts"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	fmt.Fprintf(f, "[%s]:%d %s", remote, port, pub)
-	f.Close()
-	// Wait for sshd to listen.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(remote, strconv.Itoa(port)), time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd in %s does not listen: %v", ns, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return Host{User: "root", Addr: remote, Port: port}, []string{local, remote}
-}
-
-type prefixWriter struct {
-	t *testing.T
-	p string
-}
-
-func (w *prefixWriter) Write(b []byte) (int, error) {
-	w.t.Log(w.p + strings.TrimSpace(string(b)))
-	return len(b), nil
-}
-
 // TestTwoHostsOverSSH runs the generator (this test binary, copied over) on two hosts
 // made of network namespaces, each with its own sshd, against a server on this side of
 // the veths, fetches their result files and counts every request; then cancels a
 // running remote process and checks it is gone.
 func TestTwoHostsOverSSH(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctest.Missing(t, "network namespaces need root")
+	ns := nstest.New(t, 2)
+	hosts, err := ParseHosts(strings.Join(ns.Specs, ","))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range []string{"ip", "nsenter", "ssh", "scp", "ssh-keygen", "/usr/sbin/sshd"} {
-		if _, err := exec.LookPath(p); err != nil {
-			proctest.Missing(t, p+" not installed (Debian: openssh-server, iproute2; .ci/run installs them)")
-		}
-	}
-	dir := t.TempDir()
-	sh(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, "id"))
-	pub, _ := os.ReadFile(filepath.Join(dir, "id.pub"))
-	os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600)
-
-	subnet := 1 + rand.IntN(250) // unique names and addresses per run
-	var hosts []Host
-	var addrs []string
-	for i := range 2 {
-		h, a := loadHost(t, dir, subnet, i)
-		hosts = append(hosts, h)
-		addrs = append(addrs, a[0])
-	}
+	addrs := ns.Local
+	dir := ns.Dir
 
 	var served atomic.Int64
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
@@ -198,11 +114,7 @@ func TestTwoHostsOverSSH(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 
 	c := Config{
-		Options: []string{
-			"IdentityFile=" + filepath.Join(dir, "id"), "IdentitiesOnly=yes",
-			"UserKnownHostsFile=" + filepath.Join(dir, "known_hosts"), "StrictHostKeyChecking=yes",
-			"ConnectTimeout=10",
-		},
+		Options:   ns.Options,
 		RemoteDir: filepath.Join(dir, "remote"),
 		KillWait:  5 * time.Second,
 	}
@@ -290,4 +202,34 @@ func running(mark string) bool {
 		}
 	}
 	return false
+}
+
+// TestAt runs At's wrapper here: the command starts no earlier than the agreed time, gets
+// its arguments as they were (quotes and spaces kept), and a time already past runs it
+// at once.
+func TestAt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ahead time.Duration
+	}{
+		{"ahead", 300 * time.Millisecond},
+		{"past", -time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now().Add(tc.ahead)
+			argv := At(start, []string{"sh", "-c", `echo "$1|$2"; date +%s%3N`, "x", "it's", "a b"})
+			out, err := exec.Command(argv[0], argv[1:]...).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 2 || lines[0] != "it's|a b" {
+				t.Fatalf("output %q: want the arguments as given, then the time", out)
+			}
+			ms, _ := strconv.ParseInt(lines[1], 10, 64)
+			if ms < start.UnixMilli() {
+				t.Errorf("ran at %d, before the agreed %d", ms, start.UnixMilli())
+			}
+		})
+	}
 }

@@ -1,0 +1,41 @@
+#!/bin/sh
+# bench/nshosts.sh up N | down N: N load "hosts" made of network namespaces (nshostI),
+# each joined to this one by a veth pair (10.232.0.4I+1 here, 10.232.0.4I+2 there, its
+# default route back here) with Debian's sshd on its address, port 2222, a key made for
+# them in /tmp/nshosts. `up` prints the -load-hosts flags for ceiling challenge/sweep; the
+# server listens on 10.232.0.1, which every host reaches. The same layout as the tests'
+# (internal/loadhosts/nstest), for measuring by hand. Root; needs iproute2, openssh-server.
+set -eu
+cmd=${1:?usage: nshosts.sh up N | down N}; n=${2:-2}; d=/tmp/nshosts
+if [ "$cmd" = down ]; then
+	for i in $(seq 0 $((n - 1))); do
+		[ -f $d/h$i/sshd.pid ] && kill "$(cat $d/h$i/sshd.pid)" 2>/dev/null || true
+		ip link del nsh${i}a 2>/dev/null || true
+		ip netns del nshost$i 2>/dev/null || true
+	done
+	rm -rf $d
+	exit 0
+fi
+mkdir -p $d /run/sshd
+[ -f $d/id ] || ssh-keygen -q -t ed25519 -N '' -f $d/id
+cp $d/id.pub $d/authorized_keys
+: > $d/known_hosts
+hosts=""
+for i in $(seq 0 $((n - 1))); do
+	local_ip=10.232.0.$((4 * i + 1)); remote_ip=10.232.0.$((4 * i + 2))
+	ip netns add nshost$i
+	ip link add nsh${i}a type veth peer name nsh${i}b
+	ip link set nsh${i}b netns nshost$i
+	ip addr add $local_ip/30 dev nsh${i}a; ip link set nsh${i}a up
+	ip -n nshost$i addr add $remote_ip/30 dev nsh${i}b
+	ip -n nshost$i link set nsh${i}b up; ip -n nshost$i link set lo up
+	ip -n nshost$i route add default via $local_ip
+	mkdir -p $d/h$i
+	ssh-keygen -q -t ed25519 -N '' -f $d/h$i/hostkey
+	printf 'Port 2222\nListenAddress %s\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nPermitRootLogin yes\nSubsystem sftp internal-sftp\n' \
+		$remote_ip $d/h$i/hostkey $d/authorized_keys $d/h$i/sshd.pid > $d/h$i/sshd_config
+	ip netns exec nshost$i /usr/sbin/sshd -f $d/h$i/sshd_config
+	echo "[$remote_ip]:2222 $(cat $d/h$i/hostkey.pub)" >> $d/known_hosts
+	hosts="$hosts${hosts:+,}root@$remote_ip:2222"
+done
+echo "-server-host 10.232.0.1 -load-hosts $hosts -ssh-option IdentityFile=$d/id -ssh-option UserKnownHostsFile=$d/known_hosts"
