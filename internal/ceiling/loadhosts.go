@@ -155,7 +155,11 @@ func (s *Sweeper) runRemote(ctx context.Context, wl Workload, srv *Server, conns
 	if len(parts) == 0 {
 		return res, nil, errors.New("generator: no load host had a connection")
 	}
-	res.outcome = MergeOutcomes(parts, histlog.Merge(hlogs...).All)
+	merged, err := histlog.Merge(hlogs...)
+	if err != nil {
+		return res, cmd, fmt.Errorf("merge the hosts' histograms: %w", err)
+	}
+	res.outcome = MergeOutcomes(parts, merged.All)
 	res.stderr = []byte(strings.Join(stderr, "\n"))
 	return res, cmd, nil
 }

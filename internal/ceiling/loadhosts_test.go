@@ -23,9 +23,12 @@ func TestMergeOutcomes(t *testing.T) {
 		{Requests: 10, Timeouts: 3, Connect: 1, Bytes: 100, DurationS: 2.003, GenThreads: 1, MaxThread: 0.7,
 			Saturated: true, Saturation: "root@h2: hiccup p99 80 ms at 1.0 s"},
 	}
-	merged := histlog.Merge(
+	merged, err := histlog.Merge(
 		histlog.Log{Intervals: []histlog.Interval{{Tag: "all", Hist: fast}}},
 		histlog.Log{Intervals: []histlog.Interval{{Tag: "all", Hist: slow}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := MergeOutcomes(parts, merged.All)
 	want := Outcome{Requests: 1000, Errors: 1, Connect: 1, Timeouts: 3, Non2xx: 2, Bytes: 10000, DurationS: 2.003,
 		P50Ms: float64(all.ValueAtQuantile(50)) / 1e3, P99Ms: float64(all.ValueAtQuantile(99)) / 1e3, MaxMs: float64(all.Max()) / 1e3,
