@@ -30,6 +30,7 @@ type common struct {
 	workloads, n, genCPUs                   string
 	d, warmup                               time.Duration
 	connsPerWorker, pipelining, serverCPU0  int
+	hostBusyRepeats                         int
 	noPin, keep                             bool
 	logLevel                                string
 }
@@ -52,6 +53,7 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.genCPUs, "gen-cpus", "", "the generator's cores (default: those the server does not use, else all)")
 	fs.DurationVar(&c.d, "d", 3*time.Second, "measured duration per run (whole seconds)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds; 0 none)")
+	fs.IntVar(&c.hostBusyRepeats, "host-busy-repeats", 0, "run a run that other work on the host disturbed (verdict host-busy) again, up to this many times; 0: it is kept, marked and left out of the model")
 	fs.IntVar(&c.connsPerWorker, "conns-per-worker", 16, "connections per server worker or core (enough to saturate the mix; see internal/ceiling.SweepConfig)")
 	fs.IntVar(&c.pipelining, "p", 1, "requests in flight per connection (autocannon only)")
 	fs.IntVar(&c.serverCPU0, "server-cpu0", 0, "the server runs on cores server-cpu0 .. server-cpu0+N-1")
@@ -196,7 +198,7 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 	p.cfg = ceiling.SweepConfig{
 		Supervisor: c.supervisor, Worker: c.worker, Autocannon: c.autocannon, Wrk: c.wrk,
 		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
-		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker,
+		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker, HostBusyRepeats: c.hostBusyRepeats,
 		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin,
 		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, ceiling.ProgressFile),
 		Report: func(r ceiling.Run) {

@@ -1,6 +1,8 @@
 package ceiling
 
 import (
+	"go.uber.org/zap"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -150,7 +152,9 @@ func TestSweepWithFakes(t *testing.T) {
 			{Name: "heavy", Method: "PATCH", Path: "/api/resource/123", Headers: []string{"Content-Type: application/json"}, Body: `{"foo1":"bar"}`},
 		},
 		ImbalanceN: 2, ImbalanceWorkload: "heavy",
-		Report: func(r Run) { runs = append(runs, r) },
+		// The fakes' figures, not this machine's other work, are what the test judges.
+		Thresholds: Thresholds{OtherCores: 1e9},
+		Report:     func(r Run) { runs = append(runs, r) },
 	}
 	s, err := NewSweeper(cfg)
 	if err != nil {
@@ -337,5 +341,37 @@ func TestSelectWorkloads(t *testing.T) {
 	}
 	if _, err := SelectWorkloads(all, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "known: hello") {
 		t.Errorf("got %v, want an error listing the known workloads", err)
+	}
+}
+
+// TestMeasureQuietRepeats: a run the host's other work disturbed is run again, at most
+// HostBusyRepeats times, and every run is reported (the disturbed ones stay marked).
+func TestMeasureQuietRepeats(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		repeats  int
+		verdicts []string // what successive runs are judged
+		want     int      // runs reported
+	}{
+		{"quiet at once", 2, []string{VerdictCPU}, 1},
+		{"quiet at the second try", 2, []string{VerdictHostBusy, VerdictCPU}, 2},
+		{"busy throughout: two repeats", 2, []string{VerdictHostBusy, VerdictHostBusy, VerdictHostBusy, VerdictCPU}, 3},
+		{"the default: never repeated, marked", 0, []string{VerdictHostBusy, VerdictCPU}, 1},
+		{"five repeats", 5, []string{VerdictHostBusy, VerdictHostBusy, VerdictCPU}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []Run
+			s := &Sweeper{cfg: SweepConfig{HostBusyRepeats: tc.repeats, Report: func(r Run) { got = append(got, r) }}, log: zap.NewNop()}
+			i := 0
+			s.measure = func(context.Context, *Server, Workload, MeasureOptions) Run {
+				r := Run{Workload: "hello", Verdict: tc.verdicts[i]}
+				i++
+				return r
+			}
+			s.measureQuiet(context.Background(), nil, Workload{Name: "hello"}, MeasureOptions{})
+			if len(got) != tc.want {
+				t.Errorf("%d runs reported, want %d", len(got), tc.want)
+			}
+		})
 	}
 }
