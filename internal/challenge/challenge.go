@@ -244,8 +244,21 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 			fmt.Fprintf(w, "%s stopped early: %s\n", s.Server, s.Err)
 		}
 		if s.GeneratorLimit > 0 {
-			fmt.Fprintf(w, "%s: the generator was SATURATED from %s users (%s user-equivalents) on; those trials were not scored, so the score is the generator's limit: the server may hold more\n",
-				s.Server, groupDigits(float64(s.GeneratorLimit)), groupDigits(float64(s.GeneratorLimit)*ts))
+			// The score is the generator's limit only if the server failed no judged trial
+			// below it: else the server's own failure bounds the score.
+			failed := 0
+			for _, tr := range s.Trials {
+				if tr.Phase != journey.PhaseWarmup && !tr.Pass && !tr.Invalid && tr.Users < s.GeneratorLimit && (failed == 0 || tr.Users < failed) {
+					failed = tr.Users
+				}
+			}
+			if failed > 0 {
+				fmt.Fprintf(w, "%s: the generator was SATURATED from %s users (%s user-equivalents) on (not scored); the score is the server's: it failed at %s users with its generator ok\n",
+					s.Server, groupDigits(float64(s.GeneratorLimit)), groupDigits(float64(s.GeneratorLimit)*ts), groupDigits(float64(failed)))
+			} else {
+				fmt.Fprintf(w, "%s: the generator was SATURATED from %s users (%s user-equivalents) on; those trials were not scored, so the score is the generator's limit: the server may hold more\n",
+					s.Server, groupDigits(float64(s.GeneratorLimit)), groupDigits(float64(s.GeneratorLimit)*ts))
+			}
 		}
 	}
 	if len(scores) > 1 && scores[1].UserEquivalents > 0 {

@@ -51,6 +51,7 @@ func TestRun(t *testing.T) {
 		{"one trial that fails", 7000, 0, 9000, 0, false, 0},
 		{"search below a saturated generator", 7000, 5000, 0, 4750, true, 5000},
 		{"one trial, generator saturated", 7000, 3000, 4000, 0, false, 4000},
+		{"the server fails below a saturated generator", 5000, 8000, 0, 5000, true, 10000}, // doubling reaches 10,000 first
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +94,11 @@ func TestRun(t *testing.T) {
 			wants := []string{"0.2 of one core each", "a note", "ours", "peer", Published}
 			if tt.wantGenLimit > 0 {
 				wants = append(wants, "ours: the generator was SATURATED from "+groupDigits(float64(tt.wantGenLimit))+" users")
+				if tt.capacity < tt.genLimit {
+					wants = append(wants, "the score is the server's: it failed at")
+				} else {
+					wants = append(wants, "so the score is the generator's limit")
+				}
 			}
 			for _, want := range wants {
 				if !strings.Contains(out, want) {
