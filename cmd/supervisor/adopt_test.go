@@ -120,7 +120,7 @@ func startAdoptable(t *testing.T, bins binaries) adoptable {
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = c.ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	c.old = workerPIDs(st)
 	c.probe = startLoadProbe("http://" + c.listen + "/health")
@@ -149,7 +149,7 @@ func supervisorKill9Adopt(t *testing.T, bins binaries) {
 	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
 		var err error
 		st, err = ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	took := time.Since(began)
 	if got := workerPIDs(st); !slices.Equal(got, old) || !st.Workers[0].Adopted || !st.Workers[1].Adopted {
@@ -227,7 +227,7 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	workers := workerPIDs(st)
 	inodes := []string{socketInode(workers[0]), socketInode(workers[1])}
@@ -289,7 +289,7 @@ func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
 	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
 		var err error
 		st, err = ctl.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	if w := st.Workers; w[0].PID == old[0] || w[0].Adopted || w[1].PID != old[1] || !w[1].Adopted {
 		t.Fatalf("after the new supervisor: %+v, want slot 0 new and slot 1 adopted (pid %d)", w, old[1])
@@ -307,6 +307,6 @@ func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
 	syscall.Kill(old[1], syscall.SIGKILL)
 	waitUntil(t, 20*time.Second, "the adopted worker replaced on its slot", func() bool {
 		st, _ = ctl.status()
-		return len(st.Workers) == 2 && allOnline(st) && st.Workers[1].PID != old[1] && !st.Workers[1].Adopted && st.Workers[1].Restarts == 1
+		return len(st.Workers) == 2 && everyOnline(st) && st.Workers[1].PID != old[1] && !st.Workers[1].Adopted && st.Workers[1].Restarts == 1
 	})
 }

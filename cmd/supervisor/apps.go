@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/sdnotify"
 )
 
 // app is one app of the configuration, as PM2 keeps one per entry of an ecosystem file's
@@ -60,26 +63,105 @@ type fleet struct {
 	ops  sync.Mutex      // one stop or restart of a stopped app at a time
 }
 
+// launch starts the app's cluster (its workers come online on their own).
+func (a *app) launch(ctx context.Context) error {
+	sup, err := cluster.New(a.cfg, a.opt)
+	if err != nil {
+		return err
+	}
+	if err := sup.Start(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.sup = sup
+	a.mu.Unlock()
+	return nil
+}
+
+// fleetSetup is what the apps' clusters share: the supervisor's options and log, and
+// what each app takes its part of.
+type fleetSetup struct {
+	opts     cluster.Options
+	log      *zap.Logger
+	newCore  func(zapcore.WriteSyncer) zapcore.Core // a log core of the supervisor's format and level
+	rot      rotation
+	workers  *workerLogs         // -log-dir; nil: none
+	notifier *sdnotify.Notifier  // systemd's; nil: not under systemd
+	kept     map[string]*os.File // sockets systemd kept (listenFDs); an app takes its own out
+	ours     string              // the worker beside this supervisor, which outlives it
+	socket   string              // the control socket, beside which the rendezvous sockets live
+}
+
+// newFleet makes one app per spec, each with its own logger (its name on every line),
+// per-worker files and, with several apps, its own out_file beside the merged log (returned
+// for the caller to reopen and close, even with an error).
+func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
+	multi := len(specs) > 1
+	var notifyApp func(app string) func(string)
+	if fs.opts.Notify != nil && multi {
+		notifyApp = joinNotify(len(specs), fs.opts.Notify)
+	}
+	var appFiles []*logFile
+	fl := &fleet{}
+	for _, sp := range specs {
+		a := &app{name: sp.Name, cfg: sp.Config, opt: fs.opts, log: fs.log}
+		a.opt.Name = sp.Name
+		if multi {
+			core := fs.log.Core()
+			if sp.LogFile != "" {
+				f, err := openLogFile(sp.LogFile, fs.rot)
+				if err != nil {
+					return nil, appFiles, fmt.Errorf("app %s: %w", sp.Name, err)
+				}
+				appFiles = append(appFiles, f)
+				core = zapcore.NewTee(core, fs.newCore(f))
+			}
+			a.log = zap.New(core).With(zap.String("app", sp.Name))
+			if notifyApp != nil {
+				a.opt.Notify = notifyApp(sp.Name)
+			}
+		}
+		a.opt.Logger = a.log
+		if len(fs.kept) > 0 {
+			a.opt.Inherited = inheritedFor(fs.kept, sp.Name, multi)
+		}
+		if fs.notifier != nil && !sp.Config.Fork() {
+			a.opt.SocketStore = fdStore(fs.notifier, sp.Name, multi, a.log)
+		}
+		if sp.Config.Command[0] == fs.ours {
+			// Our worker outlives this supervisor (kill -9, an upgrade) and rejoins the
+			// next one here (internal/cluster's adopt.go); other programs die with it.
+			rv := fs.socket + ".adopt"
+			if multi {
+				rv = fs.socket + "." + sp.Name + ".adopt"
+			}
+			if len(rv) <= maxSocketPath {
+				a.opt.Adopt = rv
+			} else {
+				a.log.Warn("workers will not outlive the supervisor: the rendezvous socket path is too long (choose a shorter -socket)", zap.String("path", rv))
+			}
+		}
+		if fs.workers != nil {
+			a.opt.WorkerLog = fs.workers.For
+			if multi {
+				a.opt.WorkerLog = fs.workers.ForApp(sp.Name)
+			}
+		}
+		fl.apps = append(fl.apps, a)
+	}
+	return fl, appFiles, nil
+}
+
 // start starts every app's cluster, in order; on an error the ones started are killed.
 func (f *fleet) start(ctx context.Context) error {
 	f.ctx = ctx
 	for i, a := range f.apps {
-		sup, err := cluster.New(a.cfg, a.opt)
-		if err == nil {
-			err = sup.Start(ctx)
-		}
-		if err != nil {
+		if err := a.launch(ctx); err != nil {
 			for _, b := range f.apps[:i] {
 				b.current().Kill()
 			}
-			if len(f.apps) > 1 {
-				return fmt.Errorf("app %s: %w", a.name, err)
-			}
-			return err
+			return f.wrap(a, err)
 		}
-		a.mu.Lock()
-		a.sup = sup
-		a.mu.Unlock()
 	}
 	return nil
 }
@@ -227,18 +309,11 @@ func (f *fleet) startApp(ctx context.Context, a *app) error {
 	if a.current() != nil {
 		return nil
 	}
-	sup, err := cluster.New(a.cfg, a.opt)
-	if err != nil {
+	if err := a.launch(f.ctx); err != nil {
 		return err
 	}
-	if err := sup.Start(f.ctx); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.sup = sup
-	a.mu.Unlock()
 	a.log.Info("app started again")
-	return sup.WaitOnline(ctx)
+	return a.current().WaitOnline(ctx)
 }
 
 // scale sets the number of workers of one app.

@@ -44,7 +44,7 @@ func TestEcosystemApps(t *testing.T) {
 	waitUntil(t, 30*time.Second, "every app's workers online", func() bool {
 		var err error
 		st, err = c.status()
-		return err == nil && len(st.Workers) == 4 && allOnline(st)
+		return err == nil && len(st.Workers) == 4 && everyOnline(st)
 	})
 	if len(st.Apps) != 3 || st.Apps[0].Name != "api" || st.Apps[1].Name != "admin" || st.Apps[2].Mode != cluster.ExecFork ||
 		st.Apps[0].Addr == st.Apps[1].Addr || st.Apps[2].Addr != "" {
@@ -84,7 +84,7 @@ func TestEcosystemApps(t *testing.T) {
 				t.Errorf("%s: %s pid %d → %d; want changed=%v", step.name, k, pid, after[k], want)
 			}
 		}
-		if !allOnline(st) {
+		if !everyOnline(st) {
 			t.Errorf("%s: not all online after: %+v", step.name, st.Workers)
 		}
 	}
@@ -95,7 +95,7 @@ func TestEcosystemApps(t *testing.T) {
 	waitUntil(t, 20*time.Second, "api/1 restarted", func() bool {
 		st, _ = c.status()
 		p := pidsByApp(st)["api/1"]
-		return p != 0 && p != before["api/1"] && allOnline(st)
+		return p != 0 && p != before["api/1"] && everyOnline(st)
 	})
 	for k, pid := range pidsByApp(st) {
 		if k != "api/1" && pid != before[k] {
@@ -125,7 +125,7 @@ func TestEcosystemApps(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "jobs running again", func() bool {
 		st, _ = c.status()
-		return len(st.Workers) == 5 && allOnline(st) && st.Apps[2].Status == "running"
+		return len(st.Workers) == 5 && everyOnline(st) && st.Apps[2].Status == "running"
 	})
 
 	// Names are checked; logs and status take one app.

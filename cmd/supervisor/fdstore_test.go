@@ -109,7 +109,7 @@ func TestSystemdFDStore(t *testing.T) {
 	waitUntil(t, 20*time.Second, "first supervisor online, both sockets stored", func() bool {
 		var err error
 		st, err = a.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st) && len(store.names()) == 2
+		return err == nil && len(st.Workers) == 2 && everyOnline(st) && len(store.names()) == 2
 	})
 	t.Logf("stored %v", store.names())
 	addr := st.Addr
@@ -156,7 +156,7 @@ func TestSystemdFDStore(t *testing.T) {
 	waitUntil(t, 20*time.Second, "second supervisor online", func() bool {
 		var err error
 		st, err = b.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	if st.Addr != addr {
 		t.Errorf("second supervisor serves %s, want the kept %s", st.Addr, addr)

@@ -164,7 +164,7 @@ func startRun(t *testing.T, config string, extra ...string) *runningCluster {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := c.status()
-		if err == nil && len(st.Workers) > 0 && allOnline(st) {
+		if err == nil && len(st.Workers) > 0 && everyOnline(st) {
 			return c
 		}
 		select {
@@ -177,15 +177,6 @@ func startRun(t *testing.T, config string, extra ...string) *runningCluster {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func allOnline(st statusReply) bool {
-	for _, w := range st.Workers {
-		if w.Status != "online" {
-			return false
-		}
-	}
-	return true
 }
 
 // cmd runs a client command against the cluster.
@@ -294,7 +285,7 @@ func TestControlCommands(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "reload aborted") {
 			t.Errorf("reload = %v (%s), want an error saying it was aborted", err, out)
 		}
-		if st, _ := c.status(); !allOnline(st) {
+		if st, _ := c.status(); !everyOnline(st) {
 			t.Errorf("after the aborted reload: %+v, want every worker online", st.Workers)
 		}
 	})

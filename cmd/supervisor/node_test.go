@@ -145,7 +145,7 @@ func TestNodeAppsUnmodified(t *testing.T) {
 				t.Errorf("scale +1: %v %s", err, out)
 			}
 			up, err := c.status()
-			if err != nil || len(up.Workers) != 3 || !allOnline(up) {
+			if err != nil || len(up.Workers) != 3 || !everyOnline(up) {
 				t.Errorf("after scale +1: %+v %v, want 3 online", up, err)
 			}
 			time.Sleep(500 * time.Millisecond)
@@ -155,7 +155,7 @@ func TestNodeAppsUnmodified(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 			load.Finish(t)
 			down, err := c.status()
-			if err != nil || len(down.Workers) != 2 || !allOnline(down) {
+			if err != nil || len(down.Workers) != 2 || !everyOnline(down) {
 				t.Errorf("after scale -1: %+v %v, want 2 online", down, err)
 			}
 			if len(up.Workers) == 3 {

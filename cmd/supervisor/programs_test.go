@@ -303,7 +303,7 @@ func TestEcosystemFile(t *testing.T) {
 	waitUntil(t, 20*time.Second, "both instances online", func() bool {
 		var err error
 		st, err = c.status()
-		return err == nil && len(st.Workers) == 2 && allOnline(st)
+		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
 	if !strings.Contains(logs.String(), `"ready":"node ipc"`) || !strings.Contains(logs.String(), `"app":"api"`) {
 		t.Errorf("want the app's name in the log and readiness from process.send (env_production): \n%s", logs)

@@ -221,7 +221,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 		waitUntil(t, 60*time.Second, "cluster online", func() bool {
 			var err error
 			st, err = ctl.status()
-			return err == nil && len(st.Workers) == 2 && allOnline(st)
+			return err == nil && len(st.Workers) == 2 && everyOnline(st)
 		})
 		return cmd, st
 	}
@@ -572,7 +572,7 @@ func missingAtStart(t *testing.T, bins binaries) {
 	if out, err := c.cmd("reload"); err != nil {
 		t.Fatalf("reload once the database exists: %v %s", err, out)
 	}
-	if st, _ := c.status(); !allOnline(st) {
+	if st, _ := c.status(); !everyOnline(st) {
 		t.Errorf("after reload: %+v, want online", st.Workers)
 	}
 }
@@ -694,7 +694,7 @@ func controlSocket(t *testing.T, bins binaries) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(after.Workers) != len(before.Workers) || !allOnline(after) {
+		if len(after.Workers) != len(before.Workers) || !everyOnline(after) {
 			t.Errorf("after the garbage: %+v, want the same %d workers online", after.Workers, len(before.Workers))
 		}
 	})

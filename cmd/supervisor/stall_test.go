@@ -54,7 +54,7 @@ func startSupervisorProcess(t *testing.T, bin, config string, env []string, comm
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = sp.ctl.status()
-		return err == nil && len(st.Workers) > 0 && allOnline(st)
+		return err == nil && len(st.Workers) > 0 && everyOnline(st)
 	})
 	return sp, st
 }

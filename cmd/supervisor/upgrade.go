@@ -57,15 +57,11 @@ func (u *upgrader) check(bin string) error {
 	}
 	// A binary that cannot even print its usage would leave the workers waiting for a
 	// supervisor that never comes.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "-h")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s -h: %w (%s)", bin, err, bytes.TrimSpace(out.Bytes()))
+	out, err := runFor(5*time.Second, bin, "-h")
+	if err != nil {
+		return fmt.Errorf("%s -h: %w (%s)", bin, err, out)
 	}
-	if !bytes.Contains(out.Bytes(), []byte("supervisor run")) {
+	if !bytes.Contains(out, []byte("supervisor run")) {
 		return fmt.Errorf("%s -h does not print the supervisor's usage: not a supervisor binary", bin)
 	}
 	// The new binary judges this very command line and configuration (run -check): one
@@ -73,16 +69,22 @@ func (u *upgrader) check(bin string) error {
 	if len(os.Args) < 2 || os.Args[1] != "run" {
 		return errors.New("this supervisor was not started as `supervisor run ...`: its command line cannot be given to the new binary")
 	}
-	out.Reset()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel2()
-	argv := append([]string{"run", "-check"}, os.Args[2:]...)
-	cmd = exec.CommandContext(ctx2, bin, argv...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s run -check with this supervisor's arguments: %w (%s)", bin, err, bytes.TrimSpace(out.Bytes()))
+	if out, err := runFor(10*time.Second, bin, append([]string{"run", "-check"}, os.Args[2:]...)...); err != nil {
+		return fmt.Errorf("%s run -check with this supervisor's arguments: %w (%s)", bin, err, out)
 	}
 	return nil
+}
+
+// runFor runs bin with args for at most d and returns its output (stdout and stderr),
+// trimmed.
+func runFor(d time.Duration, bin string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return bytes.TrimSpace(out.Bytes()), err
 }
 
 // exec re-executes the supervisor as bin; it returns only if the exec failed.

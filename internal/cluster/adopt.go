@@ -39,17 +39,29 @@ type adoptee struct {
 	pidfd  int
 }
 
-// openRendezvous listens on Options.Adopt and, when a previous supervisor left its
-// rendezvous socket behind (it died without stopping), takes in the workers waiting there:
-// each checked (its peer credentials are its pid, its start time matches, one per slot),
-// by slot. n is the configured slot count (the window ends once they are all in).
-func (s *Supervisor) openRendezvous(n int) (*net.UnixListener, map[int]*adoptee, error) {
-	path := s.opt.Adopt
-	fi, err := os.Lstat(path)
-	stale := err == nil && fi.Mode().Type() == fs.ModeSocket
-	if err == nil && !stale {
-		return nil, nil, fmt.Errorf("adopt: %s exists and is not a socket: remove it or choose another control socket", path)
+// leftBehind reports whether a previous supervisor left its rendezvous socket behind (it
+// died without stopping), so that its workers may be waiting there; the error says the
+// path is something else, which openRendezvous would not replace.
+func (s *Supervisor) leftBehind() (bool, error) {
+	if s.opt.Adopt == "" {
+		return false, nil
 	}
+	fi, err := os.Lstat(s.opt.Adopt)
+	switch {
+	case err != nil:
+		return false, nil
+	case fi.Mode().Type() != fs.ModeSocket:
+		return false, fmt.Errorf("adopt: %s exists and is not a socket: remove it or choose another control socket", s.opt.Adopt)
+	}
+	return true, nil
+}
+
+// openRendezvous listens on Options.Adopt and, when stale (leftBehind), takes in the
+// workers waiting there: each checked (its peer credentials are its pid, its start time
+// matches, one per slot), by slot. n is the configured slot count (the window ends once
+// they are all in).
+func (s *Supervisor) openRendezvous(n int, stale bool) (*net.UnixListener, map[int]*adoptee, error) {
+	path := s.opt.Adopt
 	os.Remove(path)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -197,17 +209,11 @@ func (s *Supervisor) adoptWorker(sl *slot, a *adoptee) {
 		s.crashed(sl, 0)
 		return
 	}
+	p := s.newProc(sl.id, pid, conn)
+	p.adopted = true
 	if pr != nil {
-		ll := &lineLogger{log: log}
-		if s.opt.WorkerLog != nil {
-			ll.raw = s.opt.WorkerLog(sl.id)
-		}
-		go copyLines(pr, ll)
+		s.forwardOutput(pr, p)
 	}
-	now := time.Now()
-	_, stalls := s.clock.observe(now)
-	p := &proc{slot: sl.id, pid: pid, started: now, startClock: now, stallsAtStart: stalls, conn: conn, log: log,
-		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching, adopted: true}
 	p.kill = func() {
 		unix.PidfdSendSignal(a.pidfd, unix.SIGKILL, nil, 0)
 		syscall.Kill(-pid, syscall.SIGKILL)

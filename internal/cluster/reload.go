@@ -28,17 +28,10 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 	}
 	s.ops.Lock()
 	defer s.ops.Unlock()
-	var ids []int
-	stopped := true
-	s.call(func() {
-		// A stop already announced (it may wait for ops too) refuses the reload, so that
-		// systemd hears no RELOADING=1 after STOPPING=1.
-		if stopped = s.stopping || s.stopAnnounced; !stopped {
-			ids = s.slotIDs()
-			s.notify(sdnotify.Reloading())
-		}
-	})
-	if stopped {
+	// A stop already announced (it may wait for ops too) refuses the reload, so that
+	// systemd hears no RELOADING=1 after STOPPING=1.
+	ids, ok := s.slotsUnlessStopping(func() { s.notify(sdnotify.Reloading()) })
+	if !ok {
 		return ErrStopped
 	}
 	s.log.Info("rolling reload", zap.Ints("slots", ids))
@@ -67,14 +60,8 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 func (s *Supervisor) Restart(ctx context.Context) error {
 	s.ops.Lock()
 	defer s.ops.Unlock()
-	var ids []int
-	stopped := true
-	s.call(func() {
-		if stopped = s.stopping || s.stopAnnounced; !stopped {
-			ids = s.slotIDs()
-		}
-	})
-	if stopped {
+	ids, ok := s.slotsUnlessStopping(nil)
+	if !ok {
 		return ErrStopped
 	}
 	s.log.Info("restart", zap.Ints("slots", ids))
@@ -139,6 +126,20 @@ func (s *Supervisor) restartSlot(ctx context.Context, id int) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// slotsUnlessStopping returns the slots in order and runs then (when not nil) in the loop,
+// unless a stop has begun or been announced (ok false). The caller holds ops.
+func (s *Supervisor) slotsUnlessStopping(then func()) (ids []int, ok bool) {
+	s.call(func() {
+		if ok = !s.stopping && !s.stopAnnounced; ok {
+			ids = s.slotIDs()
+			if then != nil {
+				then()
+			}
+		}
+	})
+	return ids, ok
 }
 
 // notifyReloaded ends a reload for systemd: READY=1 (the service serves either way) with

@@ -5,9 +5,8 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -164,28 +163,25 @@ func (s *Supervisor) storeSocket(sl *slot) {
 
 // inherited takes slot i's socket from Options.Inherited when it listens on the cluster's
 // address (any port when the configuration said 0, which the first one then fixes), and
-// closes it otherwise, saying why (Start only).
-func (s *Supervisor) inherited(i int) *os.File {
-	f := s.opt.Inherited[i]
+// closes it otherwise, saying why (Start only). name is its address.
+func (s *Supervisor) inherited(i int) (f *os.File, name string) {
+	f = s.opt.Inherited[i]
 	if f == nil {
-		return nil
+		return nil, ""
 	}
 	delete(s.opt.Inherited, i)
-	name := sockName(f, "")
-	want, got := s.addr, name
-	_, wantPort, _ := net.SplitHostPort(want)
-	if wantPort == "0" {
-		wh, _, _ := net.SplitHostPort(want)
-		gh, _, _ := net.SplitHostPort(got)
-		want, got = wh, gh
-	}
-	if t, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || t != 1 || name == "" || !sameAddr(want, got) {
+	name = sockName(f)
+	want, werr := netip.ParseAddrPort(s.addr)
+	got, gerr := netip.ParseAddrPort(name)
+	same := werr == nil && gerr == nil && want.Addr().Unmap() == got.Addr().Unmap() &&
+		(want.Port() == 0 || want.Port() == got.Port())
+	if t, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || t != 1 || !same {
 		s.log.Warn("an inherited socket is not the slot's: closed, a new one bound", zap.Int("slot", i), zap.String("inherited", name), zap.String("addr", s.addr))
 		f.Close()
-		return nil
+		return nil, ""
 	}
 	s.log.Info("slot serves the socket kept across the restart (its queue too)", zap.Int("slot", i), zap.String("addr", name))
-	return f
+	return f, name
 }
 
 // closeInherited closes the inherited sockets no slot took (Start only).
@@ -197,31 +193,17 @@ func (s *Supervisor) closeInherited() {
 	}
 }
 
-// sockName is the local address of a socket file, def when it cannot be read.
-func sockName(f *os.File, def string) string {
+// sockName is the local address of a socket file, "" when it cannot be read.
+func sockName(f *os.File) string {
 	sa, err := unix.Getsockname(int(f.Fd()))
 	if err != nil {
-		return def
+		return ""
 	}
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
 	case *unix.SockaddrInet6:
-		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String()
 	}
-	return def
-}
-
-// sameAddr compares two HOST:PORT (or HOST) strings by the addresses they name.
-func sameAddr(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ha, pa, errA := net.SplitHostPort(a)
-	hb, pb, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil {
-		ha, hb, pa, pb = a, b, "", ""
-	}
-	ia, ib := net.ParseIP(ha), net.ParseIP(hb)
-	return pa == pb && ia != nil && ib != nil && ia.Equal(ib)
+	return ""
 }

@@ -189,18 +189,11 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		closeFresh()
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Command[0], err)
 	}
-	log := s.log.With(zap.Int("slot", sl.id), zap.Int("pid", cmd.Process.Pid))
-	ll := &lineLogger{log: log}
-	if s.opt.WorkerLog != nil {
-		ll.raw = s.opt.WorkerLog(sl.id)
-	}
-	go copyLines(pr, ll)
-	now := time.Now()
-	_, stalls := s.clock.observe(now)
 	pid := cmd.Process.Pid
-	p := &proc{slot: sl.id, pid: pid, started: now, startClock: now, stallsAtStart: stalls, conn: sup, log: log,
-		notify: notify, node: node,
-		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
+	p := s.newProc(sl.id, pid, sup)
+	p.notify, p.node = notify, node
+	s.forwardOutput(pr, p)
+	log := p.log
 	if fresh {
 		p.socket = sock
 	}
@@ -238,6 +231,26 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		s.becameReady(p, readyStart)
 	}
 	return p, nil
+}
+
+// newProc is a worker just started or adopted in slot (loop only): launching, its clocks
+// at now.
+func (s *Supervisor) newProc(slot, pid int, conn *ipc.Conn) *proc {
+	now := time.Now()
+	_, stalls := s.clock.observe(now)
+	return &proc{slot: slot, pid: pid, started: now, startClock: now, stallsAtStart: stalls, conn: conn,
+		log:   s.log.With(zap.Int("slot", slot), zap.Int("pid", pid)),
+		ready: make(chan struct{}), exited: make(chan struct{}), state: StateLaunching}
+}
+
+// forwardOutput logs the worker's output lines from r (and copies them to its slot's
+// WorkerLog file), until r ends.
+func (s *Supervisor) forwardOutput(r *os.File, p *proc) {
+	ll := &lineLogger{log: p.log}
+	if s.opt.WorkerLog != nil {
+		ll.raw = s.opt.WorkerLog(p.slot)
+	}
+	go copyLines(r, ll)
 }
 
 // withoutVars returns env without the variables named (every entry KEY=... of those keys).

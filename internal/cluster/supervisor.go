@@ -240,11 +240,11 @@ func (s *Supervisor) Addr() string { return s.addr }
 func (s *Supervisor) Start(ctx context.Context) error {
 	n := s.cfg.Instances.Count()
 	s.addr = s.cfg.Listen
-	_, staleErr := os.Lstat(s.opt.Adopt)
+	stale, staleErr := s.leftBehind()
 	switch {
 	case s.cfg.Fork():
 		// Nothing to bind or to check: the programs bind what they want themselves.
-	case len(s.opt.Inherited) > 0 || (s.opt.Adopt != "" && staleErr == nil):
+	case len(s.opt.Inherited) > 0 || stale:
 		// The address is ours already: sockets kept across a restart, or workers of a
 		// previous supervisor waiting to be adopted.
 	default:
@@ -255,7 +255,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	var adopted map[int]*adoptee
 	if s.opt.Adopt != "" && !s.ownSockets() {
-		rv, got, err := s.openRendezvous(n)
+		err := staleErr // a path that is no socket is not replaced
+		var rv *net.UnixListener
+		var got map[int]*adoptee
+		if err == nil {
+			rv, got, err = s.openRendezvous(n, stale)
+		}
 		if err != nil {
 			if s.steer != nil {
 				s.steer.Close()
@@ -278,9 +283,9 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			steered[i] = s.register(i, a.socket)
 			continue
 		}
-		if f := s.inherited(i); f != nil { // a socket kept across a restart, and its queue
+		if f, name := s.inherited(i); f != nil { // a socket kept across a restart, and its queue
 			files[i] = f
-			s.addr = sockName(f, s.addr)
+			s.addr = name
 			steered[i] = s.register(i, f)
 			continue
 		}

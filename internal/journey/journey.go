@@ -447,15 +447,15 @@ func (r *runner) rotate(sh *shard, n int) {
 	}
 	sh.secN = n
 	sh.backlog = append(sh.backlog, full)
-	sent := 0
+	sent := 0 // as many as the collector takes now; the rest wait for the next second
+send:
 	for _, s := range sh.backlog {
 		select {
 		case r.secs <- s:
 			sent++
-			continue
 		default:
+			break send
 		}
-		break
 	}
 	sh.backlog = append(sh.backlog[:0], sh.backlog[sent:]...)
 }

@@ -367,15 +367,15 @@ func (l *loop) rotate(now int64) {
 	}
 	l.secN, l.secEnd = n, e.t0+int64(n+1)*int64(e.cfg.IntervalLength)
 	l.backlog = append(l.backlog, done)
-	sent := 0
+	sent := 0 // as many as the controller takes now; the rest wait for the next second
+send:
 	for _, s := range l.backlog {
 		select {
 		case l.secs <- s:
 			sent++
-			continue
 		default:
+			break send
 		}
-		break
 	}
 	l.backlog = append(l.backlog[:0], l.backlog[sent:]...)
 }
