@@ -78,10 +78,15 @@ func (p *loadProbe) end(t *testing.T) {
 	t.Logf("requests: %d ok, 0 failed", p.ok.Load())
 }
 
-// supervisorProc runs the real supervisor binary in a process of its own.
-func startSupervisorBin(t *testing.T, bins binaries, cfg, socket, listen string) *exec.Cmd {
+// startSupervisorBin runs the supervisor binary in a process of its own, with command as
+// its workers' program (none: the worker beside it).
+func startSupervisorBin(t *testing.T, supervisor, cfg, socket, listen string, command ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bins.supervisor, "run", "-config", cfg, "-socket", socket, "-listen", listen, "--", bins.worker)
+	args := []string{"run", "-config", cfg, "-socket", socket, "-listen", listen}
+	if len(command) > 0 {
+		args = append(append(args, "--"), command...)
+	}
+	cmd := exec.Command(supervisor, args...)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
@@ -115,7 +120,7 @@ func startAdoptable(t *testing.T, bins binaries) adoptable {
 	c := adoptable{cfg: filepath.Join(dir, "cluster.yaml"), sock: filepath.Join(dir, "s.sock"), listen: "127.0.0.1:" + freePort(t)}
 	os.WriteFile(c.cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
 	c.ctl = &runningCluster{socket: c.sock}
-	c.first = startSupervisorBin(t, bins, c.cfg, c.sock, c.listen)
+	c.first = startSupervisorBin(t, bins.supervisor, c.cfg, c.sock, c.listen, bins.worker)
 	var st statusReply
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
@@ -145,7 +150,7 @@ func supervisorKill9Adopt(t *testing.T, bins binaries) {
 		}
 	}
 	began := time.Now()
-	startSupervisorBin(t, bins, cfg, sock, listen)
+	startSupervisorBin(t, bins.supervisor, cfg, sock, listen, bins.worker)
 	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
 		var err error
 		st, err = ctl.status()
@@ -209,20 +214,7 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 	sock := filepath.Join(dir, "s.sock")
 	listen := "127.0.0.1:" + freePort(t)
 	ctl := &runningCluster{socket: sock}
-	cmd := exec.Command(a.supervisor, "run", "-config", cfg, "-socket", sock, "-listen", listen)
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs)
-		}
-	})
+	cmd := startSupervisorBin(t, a.supervisor, cfg, sock, listen)
 	var st statusReply
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
@@ -285,7 +277,7 @@ func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
 	first.Process.Kill()
 	syscall.Kill(old[0], syscall.SIGKILL)
 	first.Wait()
-	startSupervisorBin(t, bins, cfg, sock, listen)
+	startSupervisorBin(t, bins.supervisor, cfg, sock, listen, bins.worker)
 	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
 		var err error
 		st, err = ctl.status()
