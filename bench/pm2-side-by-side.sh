@@ -11,7 +11,14 @@
 #  2. a new connection per request (Connection: close, -c 20), where PM2's primary accepts
 #     every connection and hands it to a worker, and ours do not;
 #  3. a reload under load (autocannon -c 8): failed requests;
-#  4. kill -9 of one worker under load: failed requests, and the time until N are online.
+#  4. kill -9 of one worker under load: failed requests, and the time until N are online;
+#  5. the manager itself killed with -9 under load (PM2's God daemon, our supervisor), then
+#     started again as its user would (`pm2 resurrect` after `pm2 save`; `supervisor run`):
+#     failed requests (a new connection per request, -c 16) and the time until served again;
+#  6. a new manager binary under load: `pm2 update` (PM2 stops every app and resurrects
+#     it); `supervisor upgrade`, which keeps only workers that speak our ipc and refuses
+#     an unmodified Node app, whose user then does `supervisor stop` and `run`.
+# CASES=survive runs only 5 and 6.
 #
 # Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 PEER=../shared/peers/node-heavy
 #        OUT=data/pm2-side-by-side); needs npm (fastify, pm2 into a scratch directory),
@@ -87,8 +94,11 @@ start() { # system
 		root=$!
 		url=http://127.0.0.1:$port_ours
 	fi
+	wait_online "$1"
+}
+wait_online() { # system: N online and the port listening
 	local port=${url##*:}
-	for _ in $(seq 200); do
+	for _ in $(seq 400); do
 		# Online, and listening: PM2 calls an app that sends no 'ready' online when it has
 		# forked it, before its listen().
 		if [ "$(online "$1")" = "$N" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -108,6 +118,48 @@ stop() { # system
 	fi
 	sleep 1
 }
+# served_after t0 url: seconds from t0 until url answers again (empty if not within 20 s).
+served_after() {
+	for _ in $(seq 1000); do
+		if curl -s -o /dev/null -m 0.2 -X PATCH -H 'Content-Type: application/json' -d "$body" "$2/api/resource/123"; then
+			python3 -c "import time; print('%.2f' % (time.time() - $1))"
+			return
+		fi
+		sleep 0.02
+	done
+}
+# manager_kill9 system: kill -9 of PM2's God daemon or of our supervisor, then started again.
+manager_kill9() {
+	if [ "$1" = pm2 ]; then
+		"$pm2" save >/dev/null 2>&1
+		kill -9 "$(cat "$PM2_HOME/pm2.pid")"
+		(cd "$work" && BENCH_PORT=$port_pm2 "$pm2" resurrect >/dev/null 2>&1)
+		root=$(cat "$PM2_HOME/pm2.pid")
+	else
+		kill -9 "$root"
+		wait "$root" 2>/dev/null || true
+		(cd "$work" && BENCH_PORT=$port_ours exec "$BIN/supervisor" run -config ecosystem.config.js -socket "$work/s.sock" \
+			-log-file "$work/ours.log") &
+		root=$!
+	fi
+}
+# new_binary system: what each offers for a new version of itself; prints what was done.
+new_binary() {
+	if [ "$1" = pm2 ]; then
+		(cd "$work" && BENCH_PORT=$port_pm2 "$pm2" update >/dev/null 2>&1)
+		root=$(cat "$PM2_HOME/pm2.pid")
+		echo "pm2 update"
+	elif "$BIN/supervisor" upgrade -socket "$work/s.sock" >"$work/upgrade.out" 2>&1; then
+		echo "supervisor upgrade"
+	else
+		"$BIN/supervisor" stop -socket "$work/s.sock" >/dev/null 2>&1 || true
+		wait "$root" 2>/dev/null || true
+		(cd "$work" && BENCH_PORT=$port_ours exec "$BIN/supervisor" run -config ecosystem.config.js -socket "$work/s.sock" \
+			-log-file "$work/ours.log") &
+		root=$!
+		echo "upgrade refused ($(head -c 120 "$work/upgrade.out" | tr '\t\n' '  ')), stop and run"
+	fi
+}
 reload() { # system
 	if [ "$1" = pm2 ]; then "$pm2" reload heavy >/dev/null; else "$BIN/supervisor" reload -socket "$work/s.sock" >/dev/null; fi
 }
@@ -121,6 +173,30 @@ for r in $(seq "$ROUNDS"); do
 	for sys in $order; do
 		start "$sys"
 		ac "$url" -c 20 -d 2 >/dev/null # warm-up (Node's JIT)
+		if [ "${CASES:-all}" = survive ] || [ "${CASES:-all}" = all ]; then
+			ac "$url" -c 16 -d 8 -H "Connection: close" >"$work/kill9.json" &
+			loadpid=$!
+			sleep 2
+			t0=$(date +%s.%N)
+			manager_kill9 "$sys"
+			back=$(served_after "$t0" "$url")
+			wait "$loadpid"
+			row "$sys" "the manager killed -9 and started again, new connection per request, -c 16" "$(summary <"$work/kill9.json")	$back"
+			wait_online "$sys" # all N online before the next case
+			ac "$url" -c 16 -d 8 -H "Connection: close" >"$work/update.json" &
+			loadpid=$!
+			sleep 2
+			t0=$(date +%s.%N)
+			how=$(new_binary "$sys")
+			back=$(served_after "$t0" "$url")
+			wait "$loadpid"
+			row "$sys" "a new manager binary ($how), new connection per request, -c 16" "$(summary <"$work/update.json")	$back"
+			wait_online "$sys"
+		fi
+		if [ "${CASES:-all}" = survive ]; then
+			stop "$sys"
+			continue
+		fi
 		row "$sys" "the seed's command, -c 20 -p 2" "$(ac "$url" -c 20 -p 2 -d "$D" --server-pid "$root" | summary)	"
 		row "$sys" "new connection per request, -c 20" "$(ac "$url" -c 20 -d "$D" -H "Connection: close" --server-pid "$root" | summary)	"
 		ac "$url" -c 8 -d 8 >"$work/reload.json" &

@@ -203,8 +203,10 @@ func socketInode(pid int) string {
 
 // supervisorUpgrade: 20 upgrades in place under load, alternating two builds: the
 // supervisor's pid stays, its image changes, the workers and their sockets stay, nothing
-// fails; a binary that is no supervisor is refused and the running one goes on.
-func supervisorUpgrade(t *testing.T, a, b binaries) {
+// fails; a binary that is no supervisor is refused and the running one goes on; one that
+// runs but cannot take the workers over (incompatible: another rendezvous protocol) gives
+// the previous binary back, which takes them, and the upgrade command says why.
+func supervisorUpgrade(t *testing.T, a, b, incompatible binaries) {
 	dir := t.TempDir()
 	db := seedtest.Tiny(t, dir, false)
 	cfg := filepath.Join(dir, "cluster.yaml")
@@ -241,6 +243,19 @@ func supervisorUpgrade(t *testing.T, a, b binaries) {
 			t.Errorf("upgrade to %s: %v %s, want it refused with %q", tc.bin, err, out, tc.want)
 		}
 	}
+	_, undone := ctl.cmd("upgrade", "-binary", incompatible.supervisor)
+	if want := "it speaks rendezvous protocol 1, this supervisor 2"; undone == nil || !strings.Contains(undone.Error(), want) {
+		t.Errorf("upgrade to an incompatible binary: %v, want it undone with %q", undone, want)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); exe != a.supervisor {
+		t.Fatalf("after the way back: supervisor pid %d runs %q, want %s", cmd.Process.Pid, exe, a.supervisor)
+	}
+	waitUntil(t, 10*time.Second, "the workers taken back", func() bool {
+		var err error
+		st, err = ctl.status()
+		return err == nil && len(st.Workers) == 2 && everyOnline(st) && slices.Equal(workerPIDs(st), workers)
+	})
+	t.Logf("an incompatible binary undone: %v", undone)
 	for i := range 20 {
 		bin := b.supervisor
 		if i%2 == 1 {

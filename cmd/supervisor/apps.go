@@ -158,6 +158,9 @@ func (f *fleet) start(ctx context.Context) error {
 	for i, a := range f.apps {
 		if err := a.launch(ctx); err != nil {
 			for _, b := range f.apps[:i] {
+				if a.opt.AdoptAll { // an upgrade's: the previous binary takes their workers over
+					break
+				}
 				b.current().Kill()
 			}
 			return f.wrap(a, err)

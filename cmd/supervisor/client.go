@@ -209,6 +209,10 @@ func waitUpgraded(ctx context.Context, c *http.Client, socket string, stdout io.
 	time.Sleep(100 * time.Millisecond) // the old image's socket is gone by then
 	for {
 		st, err := fetchStatus(ctx, c, socket)
+		if err == nil && st.UpgradeError != "" {
+			printTable(stdout, st)
+			return fmt.Errorf("upgrade failed: %s: the previous binary serves again, its workers kept", st.UpgradeError)
+		}
 		if err == nil && len(st.Workers) > 0 && everyOnline(st) {
 			printTable(stdout, st)
 			return nil

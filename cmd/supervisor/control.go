@@ -33,6 +33,9 @@ type statusReply struct {
 	// Apps are the configuration's apps in order, running or stopped, as `pm2 ls` lists
 	// them.
 	Apps []appStatus `json:"apps,omitempty"`
+	// UpgradeError is why the last upgrade's new binary gave this one back (upgrade.go's
+	// fallback); empty if none did.
+	UpgradeError string `json:"upgrade_error,omitempty"`
 }
 
 type errorReply struct {
@@ -129,6 +132,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			fail(w, err)
 			return
 		}
+		st.UpgradeError, _ = up.failed.Load().(string)
 		reply(w, http.StatusOK, st)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -207,6 +211,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			reply(w, http.StatusConflict, errorReply{"one is under way already"})
 			return
 		}
+		up.failed.Store("") // the status speaks of this one from now on
 		// The whole answer is out (a length, not chunks that the handler's return would
 		// end) before the exec closes this connection.
 		body, _ := json.Marshal(map[string]string{"binary": bin})

@@ -38,7 +38,7 @@ type binaries struct{ supervisor, worker string }
 
 // buildBinaries builds the supervisor and the worker into a directory that other users may
 // read and execute (the control-socket subtest runs a client as nobody).
-func buildBinaries(t *testing.T) binaries {
+func buildBinaries(t *testing.T, buildFlags ...string) binaries {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} {
@@ -46,8 +46,9 @@ func buildBinaries(t *testing.T) binaries {
 			t.Fatal(err)
 		}
 	}
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/onehost/onehost/cmd/supervisor",
-		"github.com/onehost/onehost/cmd/worker").CombinedOutput()
+	args := append(append([]string{"build"}, buildFlags...), "-o", dir+"/", "github.com/onehost/onehost/cmd/supervisor",
+		"github.com/onehost/onehost/cmd/worker")
+	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -68,7 +69,12 @@ func TestReliability(t *testing.T) {
 	t.Run("SupervisorStall", func(t *testing.T) { t.Parallel(); supervisorStall(t, bins) })
 	t.Run("SupervisorStallDuringReload", func(t *testing.T) { t.Parallel(); supervisorStallDuringReload(t, bins) })
 	t.Run("SupervisorKill9Adopt", func(t *testing.T) { t.Parallel(); supervisorKill9Adopt(t, bins) })
-	t.Run("SupervisorUpgrade", func(t *testing.T) { t.Parallel(); supervisorUpgrade(t, bins, buildBinaries(t)) })
+	t.Run("SupervisorUpgrade", func(t *testing.T) {
+		t.Parallel()
+		// The second build for the alternation, and one whose workers' protocol differs
+		// (it cannot take the first's over: the way back).
+		supervisorUpgrade(t, bins, buildBinaries(t), buildBinaries(t, "-ldflags=-X=github.com/onehost/onehost/internal/ipc.protoVersion=2"))
+	})
 	t.Run("SupervisorAndWorkerKill9", func(t *testing.T) { t.Parallel(); supervisorAndWorkerKill9(t, bins) })
 }
 

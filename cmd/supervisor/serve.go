@@ -44,7 +44,14 @@ func defaultSocket(getenv func(string) string) string {
 	return filepath.Join(os.TempDir(), "onehost-"+strconv.Itoa(os.Getuid()), "supervisor.sock")
 }
 
+// runCluster is `supervisor run`. An upgrade's new image (fallback) that fails before it
+// has taken the cluster over gives the previous binary back.
 func runCluster(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fb := takeFallback(getenv)
+	return fb.restore(runImage(ctx, args, getenv, stderr, fb))
+}
+
+func runImage(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, fb *fallback) error {
 	fs := flag.NewFlagSet("supervisor run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML configuration (default "+defaultConfig+" when it exists), or a PM2 ecosystem file (JSON or YAML with apps: [...])")
@@ -251,7 +258,14 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	// cluster gives each its own or none, since with NotifyAccess=main systemd would drop
 	// their messages anyway, and they must not speak for the service.
 	opts := cluster.Options{Logger: log, Environ: os.Environ(),
-		ListenPIDShim: []string{selfExe, listenPIDShim, "--"}}
+		ListenPIDShim: []string{selfExe, listenPIDShim, "--"},
+		// An upgrade's new image takes every waiting worker or none, and then gives
+		// the previous binary back (fallback), which can.
+		AdoptAll: fb != nil}
+	if fb != nil {
+		fb.log = log
+	}
+	upgradeFailed := takeUpgradeFailure(getenv)
 	notifier, err := sdnotify.New(getenv("NOTIFY_SOCKET"))
 	if err != nil {
 		log.Warn("systemd notifications off", zap.Error(err))
@@ -311,11 +325,18 @@ func runCluster(ctx context.Context, args []string, getenv func(string) string, 
 	defer cancel()
 	if err := fl.start(ctx); err != nil {
 		ctl.Close()
-		return err
+		// At once, before the deferred cancel would stop what this image started: the
+		// previous binary takes every worker over, those it started included.
+		return fb.restore(err)
 	}
+	fb.commit()
 
 	stopReq := make(chan struct{}, 1)
 	up := &upgrader{fl: fl, log: log, defaultBinary: exe, req: make(chan string, 1)}
+	up.failed.Store(upgradeFailed)
+	if upgradeFailed != "" {
+		log.Error("upgrade failed: its new binary gave this one back, which serves on", zap.String("error", upgradeFailed))
+	}
 	reg := metricsRegistry(fl, log)
 	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq, up), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ctl)

@@ -114,7 +114,8 @@ NotifyAccess=main
 WatchdogSec=30s
 ExecStart={{.Bin}} run -config {{.Config}} -socket {{.Socket}}
 ExecReload={{.Bin}} reload -socket {{.Socket}}
-KillMode=mixed
+# process, not mixed: the workers outlive a crashed supervisor, and the next one adopts them.
+KillMode=process
 KillSignal=SIGTERM
 TimeoutStopSec=30
 TimeoutStartSec=120

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // upgrader replaces the running supervisor's image with a new binary, in place: the same
@@ -30,6 +32,9 @@ type upgrader struct {
 	defaultBinary string      // the binary this supervisor was started from (its path, which a deploy replaces)
 	req           chan string // the binary to execute, handed to the main loop
 	busy          atomic.Bool // an upgrade was asked for and has not failed (success ends the image)
+	// failed is the error (a string) of the upgrade whose new image gave this one back
+	// (fallback), shown in the status until the next upgrade.
+	failed atomic.Value
 }
 
 // check refuses an upgrade that would lose requests or end in a binary that cannot run:
@@ -95,10 +100,93 @@ func (u *upgrader) exec(bin string, lf *logFile) error {
 	if lf != nil {
 		lf.Sync()
 	}
+	// The way back (fallback): this very image's file, open across the exec.
+	self, err := unix.Open(selfExe, unix.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s for the way back: %w", selfExe, err)
+	}
+	defer unix.Close(self)
+	env := append(os.Environ(), envUpgradeFallback+"="+strconv.Itoa(self))
 	argv := append([]string{bin}, os.Args[1:]...)
-	err := syscall.Exec(bin, argv, os.Environ())
+	err = syscall.Exec(bin, argv, env)
 	if err == nil {
 		err = errors.New("exec returned")
 	}
 	return fmt.Errorf("exec %s: %w", bin, err)
+}
+
+// The way back from an upgrade (HAProxy's): before the exec the old image opens its own
+// binary, /proc/self/exe, without close-on-exec, and names the descriptor in
+// envUpgradeFallback. The new image that cannot take the cluster over (its workers speak
+// another rendezvous protocol, its configuration fails, ...) re-executes that descriptor,
+// which is the old binary's file even after a deploy replaced or removed its path, with
+// the same arguments and envUpgradeFailed saying why. The old image then adopts the
+// workers, which never stopped serving, and says in its status that the upgrade failed.
+const (
+	envUpgradeFallback = "ONEHOST_UPGRADE_FALLBACK"
+	envUpgradeFailed   = "ONEHOST_UPGRADE_FAILED"
+)
+
+// fallback is the previous binary of an upgrade's new image, until the image has taken the
+// cluster over (commit).
+type fallback struct {
+	fd  int
+	log *zap.Logger
+}
+
+// takeFallback reads and clears envUpgradeFallback (nil when this image is no upgrade's).
+// Cleared from the environment, so that no worker inherits it and the next upgrade sets
+// its own.
+func takeFallback(getenv func(string) string) *fallback {
+	v := getenv(envUpgradeFallback)
+	if v == "" {
+		return nil
+	}
+	os.Unsetenv(envUpgradeFallback)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil
+	}
+	unix.CloseOnExec(fd) // not the workers'
+	return &fallback{fd: fd, log: zap.NewNop()}
+}
+
+// commit closes the way back: this image runs the cluster.
+func (f *fallback) commit() {
+	if f != nil && f.fd >= 0 {
+		unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// restore re-executes the previous binary because of cause; it returns only if that
+// failed, with both errors.
+func (f *fallback) restore(cause error) error {
+	if cause == nil || f == nil || f.fd < 0 {
+		return cause
+	}
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = msg[:2000]
+	}
+	f.log.Error("upgrade: this binary cannot take the cluster over: re-executing the previous one", zap.Error(cause))
+	f.log.Sync()
+	env := append(os.Environ(), envUpgradeFailed+"="+msg)
+	unix.Syscall(unix.SYS_FCNTL, uintptr(f.fd), unix.F_SETFD, 0)
+	bin := "/proc/self/fd/" + strconv.Itoa(f.fd)
+	err := syscall.Exec(bin, append([]string{os.Args[0]}, os.Args[1:]...), env)
+	return fmt.Errorf("%w; and the previous binary could not be executed again: %v", cause, err)
+}
+
+// takeUpgradeFailure reads and clears envUpgradeFailed: the error of the upgrade that gave
+// this image back, "" if none.
+func takeUpgradeFailure(getenv func(string) string) string {
+	v := getenv(envUpgradeFailed)
+	if v != "" {
+		os.Unsetenv(envUpgradeFailed)
+	}
+	return v
 }

@@ -92,6 +92,28 @@ func (s *Supervisor) openRendezvous(n int, stale bool) (*net.UnixListener, map[i
 			ipc.Refuse(uc)
 			continue
 		}
+		if a.hello.Proto != ipc.Proto() {
+			err := fmt.Errorf("take over worker %d (slot %d): it speaks rendezvous protocol %d, this supervisor %d",
+				a.hello.PID, a.hello.Slot, a.hello.Proto, ipc.Proto())
+			if s.opt.AdoptAll {
+				// Give up without a word to anyone: the workers keep dialling and the
+				// rendezvous socket stays, for the binary that can take them.
+				a.conn.Close()
+				a.socket.Close()
+				unix.Close(a.pidfd)
+				for _, g := range got {
+					g.conn.Close()
+					g.socket.Close()
+					unix.Close(g.pidfd)
+				}
+				ln.SetUnlinkOnClose(false)
+				ln.Close()
+				return nil, nil, err
+			}
+			s.log.Warn("adopt: refused a worker: it drains, its slot starts anew", zap.Error(err))
+			a.release()
+			continue
+		}
 		if prev := got[a.hello.Slot]; prev != nil { // two for one slot: keep the first
 			s.log.Warn("adopt: a second worker for the slot: refused", zap.Int("slot", a.hello.Slot), zap.Int("pid", a.hello.PID))
 			a.release()

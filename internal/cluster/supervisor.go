@@ -92,6 +92,11 @@ type Options struct {
 	// does, through ipc.Rejoin): others would serve on unsupervised. Default: none, and the
 	// workers die with the supervisor.
 	Adopt string
+	// AdoptAll makes Start take over every worker waiting at the rendezvous or fail,
+	// leaving them waiting there: an upgrade's new image (cmd/supervisor), whose failure
+	// gives the previous binary back, which takes them. Otherwise a worker that cannot be
+	// taken (it speaks another ipc.Proto) is told to drain and its slot starts anew.
+	AdoptAll bool
 	// SocketStore, when set, is told every slot's socket as it changes (from the loop: it
 	// must not block): the slot and its socket, nil when the slot gives it up (scale-down,
 	// errored). Not at Stop: a restarted supervisor takes them back (Inherited).

@@ -42,6 +42,21 @@ type Hello struct {
 	// Started is the worker's start time in clock ticks since boot (/proc/PID/stat's
 	// field 22), so that a supervisor never takes a reused pid for the worker.
 	Started uint64 `json:"started"`
+	// Proto is the rendezvous protocol the worker speaks (Proto); Rejoin fills it in.
+	Proto int `json:"proto"`
+}
+
+// Proto is the version of what a worker and the supervisor that adopts it must agree on
+// (these messages, the channel's, the descriptors passed): a supervisor takes no worker
+// that speaks another. It changes when they do. A string, so that a build can be given
+// another with -ldflags -X (cmd/supervisor's test of an upgrade to a supervisor that cannot
+// take its workers over).
+var protoVersion = "1"
+
+// Proto is protoVersion as a number (0 if a build set it to something that is none).
+func Proto() int {
+	n, _ := strconv.Atoi(protoVersion)
+	return n
 }
 
 // AdoptWait reads EnvAdoptWait from the value given ("" or invalid: 0, no waiting).
@@ -62,6 +77,7 @@ var ErrNoSupervisor = errors.New("no new supervisor")
 // worker's listening socket, passed to the supervisor (nil in fork mode: none).
 func Rejoin(ctx context.Context, path string, hello Hello, socket *os.File, wait time.Duration) (*Conn, *os.File, error) {
 	hello.Type = TypeAdopt
+	hello.Proto = Proto()
 	line, err := json.Marshal(hello)
 	if err != nil {
 		return nil, nil, err
