@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/transports.sh: the worker's two http1 transports (-transport goroutine and loop)
 # side by side in one run: memory per idle keep-alive connection, and CPU per request of
-# GET /health and of the challenge's user journey at 64 and at 10,000 connections.
+# GET /health, of the heavy PATCH (32 KB answers: partial writes) and of the challenge's
+# user journey at 64 and at 10,000 connections.
 #
 # Each measurement runs ROUNDS times, the transports interleaved, on a fresh copy of the
 # seed: the worker alone (GOMAXPROCS=1) on SERVER_CPU, the client on LOAD_CPU.
@@ -9,11 +10,14 @@
 #     GET /health and then sit idle (bench/idlerss), per connection;
 #   - health: `autocannon -c 64 -d DUR` on GET /health; the worker's utime+stime from
 #     /proc/PID/stat over the run divided by the 2xx answers;
+#   - patch: the same on `PATCH /api/resource/123` with the article's body
+#     ({"foo1":"bar"}, Content-Type: application/json): ~31 KB answers;
 #   - journey: bench/journey-cpu.sh with both transports as its WORKERS (64 users at time
 #     scale 330 and 10,000 users at time scale 2: the same ~2,100 req/s).
 # Compare rows of one run; the machine is shared, so quote medians and say it was noisy.
 #
 #   ROUNDS=3 bench/transports.sh
+#   MEASURES=patch JOURNEY=0 ROUNDS=3 bench/transports.sh   # the heavy PATCH alone
 #
 # Needs bin/worker, bin/autocannon, bin/idlerss (`go build -o bin/ ./cmd/... ./bench/autocannon
 # ./bench/idlerss`), data/seed.db and data/tokens.json (`make seed`), python3, and a
@@ -28,6 +32,7 @@ LOAD_CPU=${LOAD_CPU:-0}
 PORT=${PORT:-3498}
 TRANSPORTS=${TRANSPORTS:-"goroutine loop"}
 JOURNEY=${JOURNEY:-1} # 0: skip the journey rows
+MEASURES=${MEASURES:-"idle health patch"} # the per-round measures, in this order
 export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
 TICK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)
@@ -59,28 +64,44 @@ start() { # $1 transport; prints the pid once /health answers
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) cpus; worker cpu $SERVER_CPU, client cpu $LOAD_CPU; $ROUNDS rounds"
+load() { # $1 measure name, $2 transport, $3 round, then autocannon's request arguments
+  local name=$1 t=$2 r=$3
+  shift 3
+  pid=$(start "$t")
+  taskset -c "$LOAD_CPU" bin/autocannon -c 64 -d 2 -n -j "$@" >/dev/null
+  c0=$(ticks "$pid")
+  taskset -c "$LOAD_CPU" bin/autocannon -c 64 -d "$DUR" -n -j "$@" >"$WORK/ac.json"
+  c1=$(ticks "$pid")
+  python3 - "$name" "$t" "$r" "$c0" "$c1" "$TICK" "$WORK/ac.json" <<'PY'
+import json, sys
+name, t, r, c0, c1, tick, path = sys.argv[1:]
+j = json.load(open(path))
+n = j["2xx"]
+print(name + "_rps", t, r, round(n / j["duration"]), "req/s")
+print(name + "_cpu", t, r, round((int(c1) - int(c0)) / int(tick) / n * 1e6, 2), "us/req")
+PY
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
 echo "measure transport round value unit"
 for round in $(seq "$ROUNDS"); do
   for t in $TRANSPORTS; do
-    pid=$(start "$t")
-    line=$(taskset -c "$LOAD_CPU" bin/idlerss -pid "$pid" -n "$IDLE_N" -settle 3s "http://127.0.0.1:$PORT/health")
-    echo "$line" | awk -v t="$t" -v r="$round" '{print "idle_rss_before", t, r, $4, "KB"; print "idle_rss_after", t, r, $6, "KB"; print "idle_per_conn", t, r, $8, "KB"}'
-    kill "$pid"; wait "$pid" 2>/dev/null || true
-
-    pid=$(start "$t")
-    taskset -c "$LOAD_CPU" bin/autocannon -c 64 -d 2 -n -j "http://127.0.0.1:$PORT/health" >/dev/null
-    c0=$(ticks "$pid")
-    taskset -c "$LOAD_CPU" bin/autocannon -c 64 -d "$DUR" -n -j "http://127.0.0.1:$PORT/health" >"$WORK/ac.json"
-    c1=$(ticks "$pid")
-    python3 - "$t" "$round" "$c0" "$c1" "$TICK" "$WORK/ac.json" <<'PY'
-import json, sys
-t, r, c0, c1, tick, path = sys.argv[1:]
-j = json.load(open(path))
-n = j["2xx"]
-print("health_rps", t, r, round(n / j["duration"]), "req/s")
-print("health_cpu", t, r, round((int(c1) - int(c0)) / int(tick) / n * 1e6, 2), "us/req")
-PY
-    kill "$pid"; wait "$pid" 2>/dev/null || true
+    for m in $MEASURES; do
+      case $m in
+      idle)
+        pid=$(start "$t")
+        line=$(taskset -c "$LOAD_CPU" bin/idlerss -pid "$pid" -n "$IDLE_N" -settle 3s "http://127.0.0.1:$PORT/health")
+        echo "$line" | awk -v t="$t" -v r="$round" '{print "idle_rss_before", t, r, $4, "KB"; print "idle_rss_after", t, r, $6, "KB"; print "idle_per_conn", t, r, $8, "KB"}'
+        kill "$pid"; wait "$pid" 2>/dev/null || true
+        ;;
+      health) load health "$t" "$round" "http://127.0.0.1:$PORT/health" ;;
+      patch)
+        load patch "$t" "$round" -m PATCH -H "Content-Type: application/json" -b '{"foo1":"bar"}' \
+          "http://127.0.0.1:$PORT/api/resource/123"
+        ;;
+      *) echo "bench/transports.sh: unknown measure $m" >&2; exit 1 ;;
+      esac
+    done
   done
 done
 if [ "$JOURNEY" = 1 ]; then

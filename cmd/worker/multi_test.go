@@ -19,24 +19,27 @@ import (
 	"github.com/onehost/onehost/internal/token"
 )
 
-// startPair starts two workers on one port (each binds it with SO_REUSEPORT) and one file.
-func startPair(t *testing.T) (a, b *worker) {
+// startPair starts two workers on one port (each binds it with SO_REUSEPORT) and one file,
+// on the given transport.
+func startPair(t *testing.T, transport string) (a, b *worker) {
 	t.Helper()
 	db := seedtest.Path(t)
-	a = startWorker(t, "SQLITE_PATH="+db, ipc.EnvWorkerID+"=0")
+	a = startWorker(t, "SQLITE_PATH="+db, ipc.EnvWorkerID+"=0", "TRANSPORT="+transport)
 	_, port, _ := net.SplitHostPort(a.Addr)
-	b = startWorker(t, "SQLITE_PATH="+db, "PORT="+port, ipc.EnvWorkerID+"=1")
+	b = startWorker(t, "SQLITE_PATH="+db, "PORT="+port, ipc.EnvWorkerID+"=1", "TRANSPORT="+transport)
 	if a.Addr != b.Addr {
 		t.Fatalf("workers on %s and %s, want one port", a.Addr, b.Addr)
 	}
 	return a, b
 }
 
-func TestTwoWorkersOneFile(t *testing.T) {
+func TestTwoWorkersOneFile(t *testing.T) { forTransports(t, testTwoWorkersOneFile) }
+
+func testTwoWorkersOneFile(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("starts two workers")
 	}
-	a, _ := startPair(t)
+	a, _ := startPair(t, transport)
 	base := "http://" + a.Addr
 	t.Run("official checks", func(t *testing.T) { officialChecks(t, base) })
 

@@ -516,12 +516,14 @@ func testFollowerKill9(t *testing.T, transport string) {
 // TestHungOwner: an owner that is stopped (SIGSTOP) does not hold writes forever. A write
 // sent to it fails as undecided after WRITE_TIMEOUT; from a second of silence on, the
 // follower commits its writes itself; when the owner runs again, it answers again.
-func TestHungOwner(t *testing.T) {
+func TestHungOwner(t *testing.T) { forTransports(t, testHungOwner) }
+
+func testHungOwner(t *testing.T, transport string) {
 	if testing.Short() {
 		t.Skip("starts workers")
 	}
 	db := seedtest.Tiny(t, t.TempDir(), false)
-	ws, owner := startGroup(t, db, 2, "WRITE_TIMEOUT=1500ms")
+	ws, owner := startGroup(t, db, 2, "WRITE_TIMEOUT=1500ms", "TRANSPORT="+transport)
 	f := ws[1-owner]
 	a := newAck()
 	// Quiet: nothing in flight, so the owner holds no SQLite lock when it stops.
