@@ -220,11 +220,11 @@ func writePeers(b *bufio.Writer, runs []Run) {
 			if len(why) > 160 {
 				why = why[:160] + "..."
 			}
-			fmt.Fprintf(b, "| %s | %s | %d | - | - | - | %s |\n", c.Workload, peerName(c.Peer), c.N, strings.ReplaceAll(why, "|", "/"))
+			fmt.Fprintf(b, "| %s | %s | %d | - | - | - | %s |\n", c.Workload, peerName(c.Peer, c.Workload), c.N, strings.ReplaceAll(why, "|", "/"))
 			continue
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s (%.0f / %.0f) | %s (%.1f / %.1f) | %s (%.0f / %.0f) | %s / %s |\n",
-			c.Workload, peerName(c.Peer), c.N, ratioText(c.RPSRatio), c.Ours.RPS, c.Theirs.RPS,
+			c.Workload, peerName(c.Peer, c.Workload), c.N, ratioText(c.RPSRatio), c.Ours.RPS, c.Theirs.RPS,
 			ratioText(c.CPURatio), c.Ours.ServerCPUUsPerReq, c.Theirs.ServerCPUUsPerReq,
 			ratioText(c.BytesRatio), c.Ours.BytesPerReq, c.Theirs.BytesPerReq, or(c.Ours.Verdict, "-"), or(c.Theirs.Verdict, "-"))
 	}
