@@ -94,7 +94,11 @@ func (s *Sweeper) findPeers() {
 		}
 		if why != "" {
 			s.peers.skip[m] = why
-			s.notes = append(s.notes, fmt.Sprintf("peer %s (%s) skipped: %s", m, peerWorkload[m], why))
+			stands := peerWorkload[m]
+			if s.appMode() {
+				stands = "the same app"
+			}
+			s.notes = append(s.notes, fmt.Sprintf("peer %s (%s) skipped: %s", m, stands, why))
 		}
 	}
 }
