@@ -82,3 +82,28 @@ func (s *Sweeper) findAppPM2() string {
 	}
 	return why
 }
+
+// appDefaults fills and checks an app sweep's workloads and modes (nothing when cfg is
+// not one): the app's request only, and the modes the app runs in.
+func appDefaults(cfg *SweepConfig) error {
+	if len(cfg.App) == 0 && cfg.AppConfig == "" {
+		return nil
+	}
+	if cfg.Workloads == nil {
+		cfg.Workloads = []Workload{AppRequest("GET", "/", nil, "")}
+	}
+	for _, w := range cfg.Workloads {
+		if w.Name != AppWorkload {
+			return fmt.Errorf("sweep config: workload %q with App: an app sweep sends the app's request (AppRequest), not our workloads", w.Name)
+		}
+	}
+	if cfg.Modes == nil {
+		cfg.Modes = []string{ModeCluster, ModePM2}
+	}
+	for _, m := range cfg.Modes {
+		if m != ModeCluster && m != ModePM2 {
+			return fmt.Errorf("sweep config: mode %q with App: the user's app runs as %s (under the supervisor) and %s (the peer)", m, ModeCluster, ModePM2)
+		}
+	}
+	return nil
+}

@@ -202,23 +202,8 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	def(&cfg.ImbalanceWorkload, "heavy")
 	def(&cfg.ListenHost, "127.0.0.1")
 	app := len(cfg.App) > 0 || cfg.AppConfig != ""
-	if app {
-		if cfg.Workloads == nil {
-			cfg.Workloads = []Workload{AppRequest("GET", "/", nil, "")}
-		}
-		for _, w := range cfg.Workloads {
-			if w.Name != AppWorkload {
-				return nil, fmt.Errorf("sweep config: workload %q with App: an app sweep sends the app's request (AppRequest), not our workloads", w.Name)
-			}
-		}
-		if cfg.Modes == nil {
-			cfg.Modes = []string{ModeCluster, ModePM2}
-		}
-		for _, m := range cfg.Modes {
-			if m != ModeCluster && m != ModePM2 {
-				return nil, fmt.Errorf("sweep config: mode %q with App: the user's app runs as %s (under the supervisor) and %s (the peer)", m, ModeCluster, ModePM2)
-			}
-		}
+	if err := appDefaults(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.SeedDB == "" && !app {
 		return nil, errors.New("sweep config: SeedDB is empty: point it at a seed database (`worker seed -db PATH` writes one)")
