@@ -300,6 +300,11 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if c.quick && !set["d"] {
 		c.d = 2 * time.Second
 	}
+	if *imbN < 0 && c.app != nil {
+		// An app's workers do not report their requests to the supervisor, as ours do:
+		// the shares would read 0. -imbalance-n still asks for the run.
+		*imbN = 0
+	}
 	if *imbN < 0 {
 		*imbN = nlist[len(nlist)-1]
 	}
