@@ -5,6 +5,7 @@
 // Usage:
 //
 //	ceiling sweep [-quick] [-out DIR] [-n 1,2,4] [-workloads mix,feed,heavy,hello,static] [-peer-heavy DIR] ...
+//	ceiling sweep -app 'node server.js' [-app-config FILE] [-m POST] [-path /api] [-H 'K: v'] [-b BODY] [-n 1,2,4] [-gen-cpus 10,11] ...
 //	ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] ...   (root)
 //	ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-plots DIR]
 //
@@ -13,7 +14,10 @@
 // missing) pinned to other cores, and writes DIR/sweep/ceiling.json (the machine, the
 // command and every run) and runs.jsonl. Beside them, at the same N, it measures the
 // peers when present: PM2's cluster mode running the Fastify heavy PATCH (-peer-heavy)
-// and nginx serving the static page. `nic` does the same inside a private network
+// and nginx serving the static page. With -app it sweeps the user's own program instead
+// (under the supervisor, as `supervisor run -- COMMAND` runs an unmodified Node app or an
+// fd 3 program), with their request, and the same script under PM2 as the peer
+// (docs/ceiling.md, "Your own app on your own N-core box"). `nic` does the same inside a private network
 // namespace whose loopback is shaped to each rate (DIR/nic/). `model` fits the model to
 // the results (the sweep's ceiling.json, or bench/scale.sh CSVs), prints predictions and
 // their error against every run (in-sample, leave-one-out, and extrapolated from N ≤ 2),
@@ -51,6 +55,8 @@ func main() {
 const usage = `usage:
   ceiling sweep [-quick] [-out DIR] [-n LIST] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
                 [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] [-load-hosts user@host,... -server-host ADDR] ...
+  ceiling sweep -app 'node server.js' [-app-config FILE] [-m METHOD] [-path PATH] [-H 'Name: value'] [-b BODY]
+                [-n 1,2,...,10 -gen-cpus 10,11] ...   (your own app, PM2 running it beside; docs/ceiling.md)
   ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] [-workloads heavy,static] ...
   ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
   ceiling challenge [-instances N] [-cpu 0.2] [-users N] [-time-scale 2] [-ramp 30s] [-hold 1m] [-peer-feed DIR]

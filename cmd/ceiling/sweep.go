@@ -31,6 +31,7 @@ type common struct {
 	d, warmup                               time.Duration
 	connsPerWorker, pipelining, serverCPU0  int
 	hostBusyRepeats                         int
+	app                                     *appFlags // the user's app (sweep -app); nil: our worker
 	noPin, keep                             bool
 	logLevel                                string
 }
@@ -156,7 +157,9 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 	}
 	fail := func(err error) (*prepared, error) { p.cleanup(); return nil, err }
 	seedDB, tokens := c.seed, c.tokens
-	if _, err := os.Stat(seedDB); err != nil {
+	if c.app != nil {
+		// The user's app has no use for our seed.
+	} else if _, err := os.Stat(seedDB); err != nil {
 		seedDB = filepath.Join(work, "seed.db")
 		tokens = filepath.Join(work, "tokens.json")
 		fmt.Fprintf(stderr, "ceiling: no seed at %s: generating %s (~15 s)\n", c.seed, seedDB)
@@ -170,8 +173,12 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 		}
 	}
 	all := ceiling.DefaultWorkloads(c.mixScript)
-	wls, err := ceiling.SelectWorkloads(all, splitList(c.workloads))
-	if err != nil {
+	var wls []ceiling.Workload
+	var err error
+	if c.app != nil {
+		wls = []ceiling.Workload{c.app.workload()}
+		seedDB = ""
+	} else if wls, err = ceiling.SelectWorkloads(all, splitList(c.workloads)); err != nil {
 		return fail(err)
 	}
 	var gen []int
@@ -252,6 +259,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
 	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
 	hosts := addLoadHostFlags(fs, "bin/autocannon is")
+	app := addAppFlags(fs)
 	hostThreads := fs.Int("load-threads", 0, "with -load-hosts: autocannon's worker threads on each host (default: the cores the server leaves on this one, at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -260,6 +268,16 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
 	}
 	set := explicit(fs)
+	if (app.app != "" || app.config != "") && !set["modes"] {
+		*modes = ceiling.ModeCluster + "," + ceiling.ModePM2
+	}
+	if err := app.check(set, splitList(*modes)); err != nil {
+		return err
+	}
+	if app.argv != nil || app.config != "" {
+		c.workloads = ceiling.AppWorkload
+		c.app = app
+	}
 	machine := ceiling.ReadMachine()
 	var nlist []int
 	var err error
@@ -281,6 +299,11 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if c.quick && !set["d"] {
 		c.d = 2 * time.Second
+	}
+	if *imbN < 0 && c.app != nil {
+		// An app's workers do not report their requests to the supervisor, as ours do:
+		// the shares would read 0. -imbalance-n still asks for the run.
+		*imbN = 0
 	}
 	if *imbN < 0 {
 		*imbN = nlist[len(nlist)-1]
@@ -326,6 +349,13 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *imbN, *imbConns
 	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
 	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
+	if app.argv != nil || app.config != "" {
+		p.cfg.App, p.cfg.AppConfig = app.argv, app.config
+		p.cfg.AppPM2Script, p.cfg.AppPM2Args = app.script, app.scriptArgs
+		if app.pm2Unavailable != "" {
+			p.sweep.Notes = append(p.sweep.Notes, "peer pm2 (the same app): "+app.pm2Unavailable)
+		}
+	}
 	p.cfg.ListenHost = hosts.serverHost
 	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead, Threads: *hostThreads}
 	s, err := ceiling.NewSweeper(p.cfg)

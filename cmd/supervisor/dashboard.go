@@ -221,6 +221,16 @@ type dashCeiling struct {
 	Last     *dashRun   `json:"last,omitempty"`
 	Error    string     `json:"error,omitempty"`
 	Plots    []dashPlot `json:"plots"`
+	// Fill says how to fill an empty panel (no progress file, no plots): the commands
+	// that write a sweep and its plots into Dir.
+	Fill string `json:"fill,omitempty"`
+}
+
+// fillHint is the commands that fill the panel for dir: our worker's sweep, or the
+// user's own app (docs/ceiling.md).
+func fillHint(dir string) string {
+	return fmt.Sprintf("no sweep in %s yet: fill it with `make ceiling CEILING_OUT=%s` (our worker; ceiling-quick: N = 1, 2 in about 3 minutes), "+
+		"or for your own app `make ceiling APP='node server.js' CEILING_OUT=%s`; this panel then shows each run as it goes, and the plots (docs/ceiling.md)", dir, dir, dir)
 }
 
 // dashRun is one run of progress.json.
@@ -252,6 +262,11 @@ type dashPlot struct {
 // directory under dir that was written last (`ceiling model` writes DIR/plots).
 func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 	c := &dashCeiling{Dir: dir, State: "none", Plots: []dashPlot{}}
+	defer func() {
+		if c.State == "none" && len(c.Plots) == 0 && c.Error == "" {
+			c.Fill = fillHint(dir)
+		}
+	}()
 	var progress string
 	var progressAt time.Time
 	svgs := map[string][]fs.FileInfo{} // relative directory → its SVG files

@@ -131,6 +131,9 @@ func TestDashboardCeiling(t *testing.T) {
 			if c.State != "none" || c.Current != nil || len(c.Plots) != 0 || c.Error != "" {
 				t.Errorf("got %+v, want none", c)
 			}
+			if !strings.Contains(c.Fill, "make ceiling CEILING_OUT="+c.Dir) || !strings.Contains(c.Fill, "APP=") {
+				t.Errorf("fill %q, want the commands that fill %s", c.Fill, c.Dir)
+			}
 		}},
 	}
 	for _, tc := range cases {

@@ -3,7 +3,9 @@ package ceiling
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // WireFactor turns HTTP bytes into Ethernet bytes: a 1500-byte MTU frame carries 1448
@@ -47,6 +49,11 @@ type Model struct {
 	GenUsPerReq float64 `json:"gen_us_per_req"`
 	// Points are the worker counts the fit used; MaxN the largest.
 	Points []int `json:"points"`
+	// Terms names what in the fit a reader must know before trusting a prediction from
+	// it: a superlinear step, alpha clamped to 0, a point no bound explained (unclear),
+	// every point generator-bound. The report prints them on the series' row and next to
+	// the predictions they feed, not in a paragraph below.
+	Terms []string `json:"terms,omitempty"`
 }
 
 // Name is the workload, prefixed by its source when it has one.
@@ -239,7 +246,11 @@ func Fit(runs []Run) []Model {
 		}
 		if sxx > 0 {
 			m.Alpha = math.Max(0, sxy/sxx)
+			if sxy/sxx < 0 {
+				m.Terms = append(m.Terms, fmt.Sprintf("alpha clamped to 0 (fit %.3f)", sxy/sxx))
+			}
 		}
+		m.Terms = append(m.Terms, fitTerms(good, len(good) == len(rs) && !slices.ContainsFunc(rs, fitPoint))...)
 		var nb, ng float64
 		for _, r := range rs {
 			if r.BytesPerReq > 0 {
@@ -269,6 +280,40 @@ func Fit(runs []Run) []Model {
 		out = append(out, m)
 	}
 	return out
+}
+
+// fitTerms names the fit's superlinear steps (req/s grew more than 5 % beyond N's ratio
+// between two neighbouring points: the host's other work at the smaller N, a cache, never
+// a gain to extrapolate; within 5 % is the noise of a run), its unclear points, and (allBad) that no point measured the server.
+func fitTerms(good []Run, allBad bool) []string {
+	var out, unclear []string
+	for i, r := range good {
+		if r.Verdict == VerdictUnclear {
+			unclear = append(unclear, fmt.Sprint(r.N))
+		}
+		if i == 0 {
+			continue
+		}
+		p := good[i-1]
+		if p.RPS > 0 && p.N > 0 && r.N > p.N && r.RPS/p.RPS > 1.05*float64(r.N)/float64(p.N) {
+			out = append(out, fmt.Sprintf("superlinear step N=%d->%d (x%.1f req/s on x%.1f cores)", p.N, r.N, r.RPS/p.RPS, float64(r.N)/float64(p.N)))
+		}
+	}
+	if len(unclear) > 0 {
+		out = append(out, "fit on unclear point(s) N="+strings.Join(unclear, ","))
+	}
+	if allBad {
+		out = append(out, "every point generator- or fd-bound or host-busy: a lower bound")
+	}
+	return out
+}
+
+// TermsText is Terms for a table cell: "-" when there are none.
+func (m Model) TermsText() string {
+	if len(m.Terms) == 0 {
+		return "-"
+	}
+	return strings.Join(m.Terms, "; ")
 }
 
 func median(v []float64) float64 {

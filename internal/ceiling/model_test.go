@@ -133,6 +133,58 @@ func TestFitClampsSuperlinear(t *testing.T) {
 	}
 }
 
+// The terms a reader must see beside a prediction: named on the series' row, in the
+// prediction table and above the predicted req/s it feeds.
+func TestFitNamesTerms(t *testing.T) {
+	run := func(n int, rps float64, verdict string) Run {
+		return Run{Workload: "w", Mode: ModeCluster, Purpose: PurposeSweep, N: n, Requests: 1, RPS: rps,
+			ServerCPUUsPerReq: 100, Verdict: verdict, BytesPerReq: 100}
+	}
+	for _, tc := range []struct {
+		name string
+		runs []Run
+		want []string // substrings of the terms, in order; none: no terms
+	}{
+		{"linear and cpu-bound", []Run{run(1, 10000, VerdictCPU), run(2, 18000, VerdictCPU)}, nil},
+		{"superlinear step clamps alpha", []Run{run(1, 10000, VerdictUnclear), run(2, 39000, VerdictCPU)},
+			[]string{"alpha clamped to 0", "superlinear step N=1->2 (x3.9 req/s on x2.0 cores)", "fit on unclear point(s) N=1"}},
+		{"unclear point", []Run{run(1, 10000, VerdictCPU), run(2, 15000, VerdictUnclear)}, []string{"fit on unclear point(s) N=2"}},
+		{"generator-bound only", []Run{run(1, 10000, VerdictGenerator), run(2, 15000, VerdictGenerator)}, []string{"a lower bound"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Fit(tc.runs)[0]
+			if len(m.Terms) != len(tc.want) {
+				t.Fatalf("got terms %q, want %d like %q", m.Terms, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(m.Terms[i], w) {
+					t.Errorf("term %d: got %q, want it to contain %q", i, m.Terms[i], w)
+				}
+			}
+			var b bytes.Buffer
+			if err := WriteReport(&b, tc.runs, nil, ReportConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if len(tc.want) == 0 {
+				if strings.Contains(out, "Fit from:") {
+					t.Errorf("report names terms for a clean fit:\n%s", out)
+				}
+				return
+			}
+			for _, want := range []string{
+				"| [1 2] | " + m.TermsText() + " |", // the series' row
+				" | " + m.TermsText() + " |\n",      // the prediction's row
+				"Fit from: " + m.TermsText() + ".",  // above the predicted req/s
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("report lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
 func TestPublished(t *testing.T) {
 	if got := PublishedModel(0).CPULimit(12); !near(got, 96000, 1e-9) {
 		t.Errorf("linear 12 cores: got %v, want 96,000", got)

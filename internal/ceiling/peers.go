@@ -41,6 +41,9 @@ func isPeer(mode string) bool { _, ok := peerWorkload[mode]; return ok }
 // process run every workload, a peer only the one it stands in for (PM2 the heavy PATCH,
 // nginx the static page).
 func ServesWorkload(mode, workload string) bool {
+	if workload == AppWorkload { // the user's app: under the supervisor, and under PM2 beside it
+		return mode == ModeCluster || mode == ModePM2
+	}
 	if w, ok := peerWorkload[mode]; ok {
 		return w == workload
 	}
@@ -63,7 +66,8 @@ func (s *Sweeper) workloadsFor(mode string) []Workload {
 type peerSetup struct {
 	skip       map[string]string // mode -> why it is skipped
 	pm2        string            // pm2 binary, resolved
-	heavyDir   string            // absolute peer directory
+	pm2Script  string            // the script PM2 runs, absolute
+	pm2Dir     string            // its working directory; "": the sweep's
 	nginx      string            // nginx binary, resolved
 	nginxTmpl  []byte
 	staticRoot string // absolute
@@ -80,13 +84,21 @@ func (s *Sweeper) findPeers() {
 		var why string
 		switch m {
 		case ModePM2:
-			why = s.findPM2()
+			if s.appMode() {
+				why = s.findAppPM2()
+			} else {
+				why = s.findPM2()
+			}
 		case ModeNginx:
 			why = s.findNginx()
 		}
 		if why != "" {
 			s.peers.skip[m] = why
-			s.notes = append(s.notes, fmt.Sprintf("peer %s (%s) skipped: %s", m, peerWorkload[m], why))
+			stands := peerWorkload[m]
+			if s.appMode() {
+				stands = "the same app"
+			}
+			s.notes = append(s.notes, fmt.Sprintf("peer %s (%s) skipped: %s", m, stands, why))
 		}
 	}
 }
@@ -105,6 +117,15 @@ func (s *Sweeper) findPM2() string {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
 		return fmt.Sprintf("no node_modules/fastify in %s (run npm install there)", dir)
 	}
+	why := s.findPM2Binary()
+	if why == "" {
+		s.peers.pm2Script, s.peers.pm2Dir = filepath.Join(dir, "heavy.js"), dir
+	}
+	return why
+}
+
+// findPM2Binary resolves pm2, and node when pm2 is a node script.
+func (s *Sweeper) findPM2Binary() string {
 	bin := s.cfg.PM2
 	if bin == "" {
 		bin = "pm2"
@@ -118,7 +139,7 @@ func (s *Sweeper) findPM2() string {
 			return fmt.Sprintf("%s runs on node (%s), which is not on PATH", pm2, interp)
 		}
 	}
-	s.peers.pm2, s.peers.heavyDir = pm2, dir
+	s.peers.pm2 = pm2
 	return ""
 }
 
@@ -192,13 +213,16 @@ func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Serve
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	script := filepath.Join(s.peers.heavyDir, "heavy.js")
+	script := s.peers.pm2Script
 	env := []string{"PM2_HOME=" + home, "PORT=" + port}
 	argv := []string{s.peers.pm2, "start", script, "-i", strconv.Itoa(srv.N), "--no-daemon"}
+	if len(s.cfg.AppPM2Args) > 0 {
+		argv = append(append(argv, "--"), s.cfg.AppPM2Args...)
+	}
 	if srv.CPUs != nil {
 		argv = s.cfg.Pin(srv.CPUs, argv)
 	}
-	if err := s.spawn(srv, "pm2", s.peers.heavyDir, argv, env); err != nil {
+	if err := s.spawn(srv, "pm2", s.peers.pm2Dir, argv, env); err != nil {
 		return nil, err
 	}
 	srv.stop = func() error { return s.stopPM2(srv, home, script) }
@@ -445,12 +469,15 @@ func or(s, def string) string {
 	return s
 }
 
-// peerName is a peer's name in the report and the plots.
-func peerName(mode string) string {
-	switch mode {
-	case ModePM2:
+// peerName is a peer's name in the report and the plots: of workload's peer, where
+// PM2 runs the user's own app rather than the Fastify heavy PATCH.
+func peerName(mode, workload string) string {
+	switch {
+	case mode == ModePM2 && workload == AppWorkload:
+		return "PM2 cluster (the same app)"
+	case mode == ModePM2:
 		return "PM2 cluster + Fastify"
-	case ModeNginx:
+	case mode == ModeNginx:
 		return "nginx"
 	}
 	return mode

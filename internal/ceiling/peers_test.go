@@ -135,6 +135,10 @@ func TestServesWorkload(t *testing.T) {
 		{ModePM2, "static", false},
 		{ModeNginx, "static", true},
 		{ModeNginx, "heavy", false},
+		{ModeCluster, AppWorkload, true},
+		{ModePM2, AppWorkload, true},
+		{ModeNginx, AppWorkload, false},
+		{ModeSingle, AppWorkload, false},
 	} {
 		t.Run(tc.mode+"/"+tc.workload, func(t *testing.T) {
 			if got := ServesWorkload(tc.mode, tc.workload); got != tc.want {
@@ -356,6 +360,46 @@ func TestSweepPM2WithFake(t *testing.T) {
 	}
 	if len(runs) != 1 || !strings.Contains(runs[0].Skipped, "Cannot find module") || !strings.Contains(runs[0].Line(), "mode=pm2 skipped=") {
 		t.Errorf("got %+v, want one skipped pm2 run quoting its log", runs)
+	}
+}
+
+// The user's app under PM2: the same script, with its arguments after --, no seed and no
+// heavy peer directory needed.
+func TestSweepAppPM2WithFake(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "server.js")
+	os.WriteFile(script, []byte("// the user's app\n"), 0o644)
+	var runs []Run
+	s, err := NewSweeper(SweepConfig{
+		PM2: wrapRole(t, dir, "pm2"), Wrk: wrapRole(t, dir, "wrk"), WorkDir: filepath.Join(dir, "work"),
+		App: []string{"node", script, "--flag", "x"}, AppPM2Script: script, AppPM2Args: []string{"--flag", "x"},
+		Workloads: []Workload{AppRequest("GET", "data", nil, "")},
+		Ns:        []int{1, 2}, Duration: time.Second, Warmup: -1, NoPin: true, Modes: []string{ModePM2},
+		Report: func(r Run) { runs = append(runs, r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Notes()) != 0 {
+		t.Fatalf("got notes %q, want none", s.Notes())
+	}
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("got %d runs, want 2 (the app on pm2 at N = 1 and 2)", len(runs))
+	}
+	for _, r := range runs {
+		cmd := strings.Join(r.ServerCommand, " ")
+		if r.Workload != AppWorkload || r.Mode != ModePM2 || r.Skipped != "" || r.Requests != 20 || r.Verdict == "" {
+			t.Errorf("got %q (skipped %q), want the app on pm2 with 20 requests and a verdict", r.Line(), r.Skipped)
+		}
+		if want := fmt.Sprintf("start %s -i %d --no-daemon -- --flag x", script, r.N); !strings.Contains(cmd, want) {
+			t.Errorf("server command %q, want %q", cmd, want)
+		}
+	}
+	if left := processesRunning(processTree([]int{os.Getpid()}), script); len(left) != 0 {
+		t.Errorf("app workers left running: %v", left)
 	}
 }
 

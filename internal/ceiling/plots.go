@@ -64,7 +64,7 @@ func ThroughputChart(runs []Run, models []Model, workload string) Chart {
 		case ModeSingle:
 			name = "one process"
 		case ModePM2, ModeNginx:
-			name = peerName(mode) + " (peer)"
+			name = peerName(mode, workload) + " (peer)"
 		}
 		c.Series = append(c.Series, Series{Name: name, Points: pts})
 		for _, p := range pts {

@@ -58,16 +58,16 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		}
 	}
 	fmt.Fprintf(b, "\nrps(n) = min(n x 1e6 / cpu_us x e1 / (1 + alpha (n - n1)), link bytes/s / (bytes/req x %.4f))\n\n", WireFactor)
-	fmt.Fprintln(b, "| workload | mode | CPU µs/req at n1 | n1 | e1 | alpha | bytes/req | loopback bytes/req | generator µs/req | points |")
-	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(b, "| workload | mode | CPU µs/req at n1 | n1 | e1 | alpha | bytes/req | loopback bytes/req | generator µs/req | points | terms |")
+	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
 	unknownBytes := false
 	for _, m := range models {
 		bytes, lo := fmt.Sprintf("%.0f", m.BytesPerReq), fmt.Sprintf("%.0f", m.LoBytesPerReq)
 		if !m.LinkKnown() {
 			bytes, lo, unknownBytes = "unknown", "unknown", true
 		}
-		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %s | %s | %s | %v |\n", m.Name(), m.Mode,
-			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, bytes, lo, orUnknown(m.GenUsPerReq, "%.1f"), m.Points)
+		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %s | %s | %s | %v | %s |\n", m.Name(), m.Mode,
+			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, bytes, lo, orUnknown(m.GenUsPerReq, "%.1f"), m.Points, m.TermsText())
 	}
 	if unknownBytes {
 		fmt.Fprintln(b, "\nBytes per request \"unknown\": those runs (bench/scale.sh CSVs) did not record them, so no link limit applies to their models and no NIC ceiling is predicted for them.")
@@ -78,20 +78,20 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 	if maxN := maxClusterN(models); maxN > 0 && cfg.Cores > maxN {
 		fmt.Fprintf(b, "%d cores is beyond the largest N measured (%d): an extrapolation. How far the model's extrapolations miss, where it can be told, is in \"Extrapolation\" below and in docs/ceiling.md.\n\n", cfg.Cores, maxN)
 	}
-	fmt.Fprintln(b, "| workload | req/s | limit | CPU limit | link limit | payload | generator cores needed |")
-	fmt.Fprintln(b, "|---|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(b, "| workload | req/s | limit | CPU limit | link limit | payload | generator cores needed | fit from |")
+	fmt.Fprintln(b, "|---|---:|---|---:|---:|---:|---:|---|")
 	for _, m := range models {
 		if m.Mode != ModeCluster {
 			continue
 		}
 		p := m.Predict(cfg.Cores, link)
 		if p.LinkUnknown {
-			fmt.Fprintf(b, "| %s | %.0f | %s (link n/a) | %.0f | n/a: bytes unknown | - | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
-				orUnknown(p.GenCores, "%.1f"))
+			fmt.Fprintf(b, "| %s | %.0f | %s (link n/a) | %.0f | n/a: bytes unknown | - | %s | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
+				orUnknown(p.GenCores, "%.1f"), m.TermsText())
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
-			p.LinkLimit, rate(p.BytesPerS), p.GenCores)
+		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
+			p.LinkLimit, rate(p.BytesPerS), p.GenCores, m.TermsText())
 	}
 
 	fmt.Fprintf(b, "\n## Cores at which the NIC becomes the ceiling (cluster, up to %d cores)\n\n", cfg.MaxCores)
@@ -127,6 +127,9 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 			continue
 		}
 		fmt.Fprintf(b, "\n### %s: predicted req/s (N = the NIC limits)\n\n", m.Name())
+		if len(m.Terms) > 0 {
+			fmt.Fprintf(b, "Fit from: %s.\n\n", m.TermsText())
+		}
 		if !m.LinkKnown() {
 			fmt.Fprintln(b, "Bytes per request unknown: CPU limit only, no link applies.")
 			fmt.Fprintln(b)
@@ -220,11 +223,11 @@ func writePeers(b *bufio.Writer, runs []Run) {
 			if len(why) > 160 {
 				why = why[:160] + "..."
 			}
-			fmt.Fprintf(b, "| %s | %s | %d | - | - | - | %s |\n", c.Workload, peerName(c.Peer), c.N, strings.ReplaceAll(why, "|", "/"))
+			fmt.Fprintf(b, "| %s | %s | %d | - | - | - | %s |\n", c.Workload, peerName(c.Peer, c.Workload), c.N, strings.ReplaceAll(why, "|", "/"))
 			continue
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s (%.0f / %.0f) | %s (%.1f / %.1f) | %s (%.0f / %.0f) | %s / %s |\n",
-			c.Workload, peerName(c.Peer), c.N, ratioText(c.RPSRatio), c.Ours.RPS, c.Theirs.RPS,
+			c.Workload, peerName(c.Peer, c.Workload), c.N, ratioText(c.RPSRatio), c.Ours.RPS, c.Theirs.RPS,
 			ratioText(c.CPURatio), c.Ours.ServerCPUUsPerReq, c.Theirs.ServerCPUUsPerReq,
 			ratioText(c.BytesRatio), c.Ours.BytesPerReq, c.Theirs.BytesPerReq, or(c.Ours.Verdict, "-"), or(c.Theirs.Verdict, "-"))
 	}
@@ -302,7 +305,11 @@ func ModelSummary(models []Model, links []float64, maxCores int) []string {
 			}
 			parts = append(parts, linkName(l)+"="+s)
 		}
-		out = append(out, fmt.Sprintf("workload=%s nic_ceiling_at_cores: %s", m.Name(), strings.Join(parts, " ")))
+		line := fmt.Sprintf("workload=%s nic_ceiling_at_cores: %s", m.Name(), strings.Join(parts, " "))
+		if len(m.Terms) > 0 {
+			line += fmt.Sprintf(" fit_from=%q", m.TermsText())
+		}
+		out = append(out, line)
 	}
 	return out
 }

@@ -59,16 +59,24 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	case ModeNginx:
 		return s.startNginx(ctx, srv, dir)
 	}
-	if err := CopyFile(s.cfg.SeedDB, srv.db); err != nil {
+	var env, argv []string
+	if s.appMode() {
+		var err error
+		if argv, err = s.appClusterArgv(dir, srv); err != nil {
+			return nil, err
+		}
+	} else if err := CopyFile(s.cfg.SeedDB, srv.db); err != nil {
 		return nil, fmt.Errorf("start server: copy seed: %w", err)
+	} else {
+		env = []string{"SQLITE_PATH=" + srv.db, "JWT_SECRET=" + s.cfg.JWTSecret}
 	}
-	env := []string{"SQLITE_PATH=" + srv.db, "JWT_SECRET=" + s.cfg.JWTSecret}
-	var argv []string
-	if mode == ModeCluster {
+	switch {
+	case s.appMode():
+	case mode == ModeCluster:
 		env = append(env, "LOG_LEVEL=warn")
 		argv = []string{s.cfg.Supervisor, "run", "-config", s.cfg.ClusterConfig, "-instances", strconv.Itoa(n),
 			"-listen", net.JoinHostPort(s.cfg.ListenHost, "0"), "-socket", srv.socket, "-log-level", "warn"}
-	} else {
+	default:
 		// info: the worker's "serving" line says which port it bound.
 		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))
 		argv = []string{s.cfg.Worker}

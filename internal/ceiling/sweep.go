@@ -91,6 +91,17 @@ type SweepConfig struct {
 	// and its node_modules (a copy of the node-heavy peer after `npm install`). Default
 	// "": ModePM2 is skipped.
 	PeerHeavyDir string
+	// App: the user's own program (argv), run by ModeCluster under the supervisor as
+	// `supervisor run -instances N -- App...` instead of our worker: an unmodified Node app
+	// (the supervisor's preload gives its listen(PORT) the slot's socket), or any program
+	// that takes the socket at fd 3. AppConfig: the supervisor's -config for it instead (our
+	// YAML, self_bind for instance, or a PM2 ecosystem file), App then optional. Either set:
+	// Workloads is the app's request (AppRequest), SeedDB is not needed, and the modes are
+	// ModeCluster and ModePM2 (AppPM2Script under PM2 cluster mode, with AppPM2Args).
+	App          []string
+	AppConfig    string
+	AppPM2Script string
+	AppPM2Args   []string
 	// PM2: the pm2 binary; default "pm2" on PATH.
 	PM2 string
 	// Nginx: the nginx binary for ModeNginx; default frontproxy.LookPath.
@@ -190,7 +201,11 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	def(&cfg.JWTSecret, "twelve-dollar-challenge")
 	def(&cfg.ImbalanceWorkload, "heavy")
 	def(&cfg.ListenHost, "127.0.0.1")
-	if cfg.SeedDB == "" {
+	app := len(cfg.App) > 0 || cfg.AppConfig != ""
+	if err := appDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	if cfg.SeedDB == "" && !app {
 		return nil, errors.New("sweep config: SeedDB is empty: point it at a seed database (`worker seed -db PATH` writes one)")
 	}
 	if cfg.WorkDir == "" {

@@ -234,7 +234,7 @@
     st.className = "badge " + ({running: "ok", interrupted: "bad", unreadable: "bad"}[c.state] || "");
     const empty = $("ceiling-empty");
     empty.hidden = !(c.state === "none" && !c.plots.length) && !c.error;
-    empty.textContent = c.error ? c.error : "no sweep in " + c.dir + " yet: make ceiling";
+    empty.textContent = c.error ? c.error : (c.fill || "no sweep in " + c.dir + " yet: make ceiling");
 
     const cur = c.current;
     $("ceiling-current").hidden = !cur;
