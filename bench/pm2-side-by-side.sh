@@ -143,21 +143,22 @@ manager_kill9() {
 		root=$!
 	fi
 }
-# new_binary system: what each offers for a new version of itself; prints what was done.
+# new_binary system: what each offers for a new version of itself; sets how (what was
+# done). Not in a $(...): a supervisor started there would hold its output open.
 new_binary() {
 	if [ "$1" = pm2 ]; then
 		(cd "$work" && BENCH_PORT=$port_pm2 "$pm2" update >/dev/null 2>&1)
 		root=$(cat "$PM2_HOME/pm2.pid")
-		echo "pm2 update"
+		how="pm2 update"
 	elif "$BIN/supervisor" upgrade -socket "$work/s.sock" >"$work/upgrade.out" 2>&1; then
-		echo "supervisor upgrade"
+		how="supervisor upgrade"
 	else
 		"$BIN/supervisor" stop -socket "$work/s.sock" >/dev/null 2>&1 || true
 		wait "$root" 2>/dev/null || true
 		(cd "$work" && BENCH_PORT=$port_ours exec "$BIN/supervisor" run -config ecosystem.config.js -socket "$work/s.sock" \
 			-log-file "$work/ours.log") &
 		root=$!
-		echo "upgrade refused ($(head -c 120 "$work/upgrade.out" | tr '\t\n' '  ')), stop and run"
+		how="upgrade refused ($(head -c 120 "$work/upgrade.out" | tr '\t\n' '  ')), stop and run"
 	fi
 }
 reload() { # system
@@ -187,7 +188,7 @@ for r in $(seq "$ROUNDS"); do
 			loadpid=$!
 			sleep 2
 			t0=$(date +%s.%N)
-			how=$(new_binary "$sys")
+			new_binary "$sys"
 			back=$(served_after "$t0" "$url")
 			wait "$loadpid"
 			row "$sys" "a new manager binary ($how), new connection per request, -c 16" "$(summary <"$work/update.json")	$back"

@@ -134,6 +134,7 @@ LogsDirectory={{.Name}}
 LogsDirectoryMode=0750
 RuntimeDirectory={{.Name}}
 RuntimeDirectoryMode=0700
+RuntimeDirectoryPreserve=restart
 
 # Hardening, as configs/onehost.service (docs/supervisor.md, "systemd").
 CapabilityBoundingSet=
