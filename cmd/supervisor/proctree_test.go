@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,8 +66,9 @@ func copyTestBinary(t *testing.T) string {
 }
 
 // TestSupervisorKill9StopsSilentProgram: a program that speaks none of our ipc, in a
-// process group of its own, dies with its supervisor (PR_SET_PDEATHSIG) instead of serving
-// on and holding the port.
+// process group of its own, cannot rejoin a new supervisor: `upgrade` refuses, naming it,
+// and the program serves on; and it dies with its supervisor (PR_SET_PDEATHSIG) instead of
+// serving on unwatched and holding the port.
 func TestSupervisorKill9StopsSilentProgram(t *testing.T) {
 	t.Parallel()
 	cmd := forker(t)
@@ -74,6 +76,12 @@ func TestSupervisorKill9StopsSilentProgram(t *testing.T) {
 	pids := workerPIDs(st)
 	if code, body, err := fetch("http://"+st.Addr+"/", 5*time.Second); err != nil || code != 200 {
 		t.Fatalf("GET /: %d %q %v", code, body, err)
+	}
+	if out, err := sp.ctl.cmd("upgrade"); err == nil || !strings.Contains(out+err.Error(), "whose workers cannot rejoin a new supervisor") {
+		t.Errorf("upgrade with a program that does not speak our ipc: %v %s, want it refused", err, out)
+	}
+	if after, err := sp.ctl.status(); err != nil || !slices.Equal(workerPIDs(after), pids) {
+		t.Errorf("after the refused upgrade: %+v %v, want the same programs %v", after.Workers, err, pids)
 	}
 	if err := sp.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
