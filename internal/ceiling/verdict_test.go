@@ -37,7 +37,7 @@ func TestJudge(t *testing.T) {
 		{"generator's busiest thread", with(func(e *Evidence) { e.GenMaxThread = 0.95 }), VerdictGenerator, "busiest thread 95% of a core"},
 		{"other work on the host", with(func(e *Evidence) { e.OtherCores = 0.6 }), VerdictHostBusy,
 			"host busy (other work: 0.60 cores): the run is not the server's alone (server CPU 200% of 400%, generator 50%)"},
-		{"other work under the threshold", with(func(e *Evidence) { e.OtherCores = 0.2 }), VerdictUnclear, ""},
+		{"other work under the threshold", with(func(e *Evidence) { e.OtherCores = 0.05 }), VerdictUnclear, ""},
 		{"host busy before cpu", with(func(e *Evidence) { e.OtherCores, e.ServerBusyCores = 1, 3.9 }), VerdictHostBusy, "other work: 1.00 cores"},
 		{"generator saturated before host busy", with(func(e *Evidence) { e.OtherCores, e.GenSaturated, e.GenReason = 1, true, "x" }), VerdictGenerator, "SATURATED"},
 		{"older result: host cores unknown", with(func(e *Evidence) { e.OtherCores = -1 }), VerdictUnclear, ""},
