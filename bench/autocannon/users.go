@@ -67,6 +67,7 @@ const usersChildEnv = "AUTOCANNON_USERS_CHILD"
 // usersOptions is the parsed command line.
 type usersOptions struct {
 	url        string
+	engine     string
 	users      int
 	ramp       time.Duration
 	hold       time.Duration
@@ -113,6 +114,7 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 	fs.IntVar(&o.procs, "procs", 0, "split the users over this many processes (default: as the open-file limit requires)")
 	addrs := fs.String("local-addrs", "", "spread connections over these source addresses: A-B (a range) or A,B,…")
 	fs.DurationVar(&o.timeout, "timeout", journey.DefaultTimeout, "per-request timeout")
+	fs.StringVar(&o.engine, "engine", journey.DefaultEngine, "how the users run: loop (event loops, one per core) or goroutine (one each)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the users' random choices (default: from the clock)")
 	fs.BoolVar(&o.json, "j", false, "print the result as JSON")
 	fs.IntVar(&o.firstUser, "first-user", 0, "number of this run's first user (a share of a run over several hosts; default 1)")
@@ -282,6 +284,7 @@ func (c *usersCmd) run(ctx context.Context, args []string) error {
 		TotalUsers: o.totalUsers,
 		StartAt:    o.startAt,
 		Saturation: o.saturation,
+		Engine:     o.engine,
 	}
 
 	// The generator's own CPU, children included: it must stay well below the machine's,
@@ -457,6 +460,7 @@ func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config
 			LocalAddrs:    splitAddrs(cfg.LocalAddrs, i, k),
 			ProgressEvery: o.progress,
 			Saturation:    cfg.Saturation,
+			Engine:        cfg.Engine,
 		}
 		first += n
 		if spec.Seed == 0 {
@@ -526,6 +530,7 @@ type usersChildSpec struct {
 	LocalAddrs    []netip.Addr         `json:"local_addrs"`
 	ProgressEvery time.Duration        `json:"progress_every"`
 	Saturation    genhealth.Thresholds `json:"saturation"`
+	Engine        string               `json:"engine"`
 }
 
 // usersChildMessage is one line a child writes to its stdout: progress while it runs,
@@ -627,6 +632,7 @@ func (c *usersCmd) child(ctx context.Context, specJSON string) error {
 		StartAt:    spec.StartAt,
 		Seed:       spec.Seed,
 		Saturation: spec.Saturation,
+		Engine:     spec.Engine,
 	}
 	if spec.ProgressEvery > 0 {
 		cfg.ProgressEvery = spec.ProgressEvery
@@ -711,7 +717,11 @@ func offeredRate(userEquivalents float64) float64 { return userEquivalents * 2.1
 func printUsersResult(w io.Writer, out usersOutput) {
 	r := out.Result
 	var b strings.Builder
-	fmt.Fprintf(&b, "users: %d (%s user-equivalents)\n", r.Users, usersNum(r.UserEquivalents))
+	fmt.Fprintf(&b, "users: %d (%s user-equivalents)", r.Users, usersNum(r.UserEquivalents))
+	if r.Engine != "" {
+		fmt.Fprintf(&b, " on the %s engine", r.Engine)
+	}
+	b.WriteString("\n")
 	b.WriteString(spreadLine(r.Spread, 0, nil))
 	fmt.Fprintf(&b, "requests: %d in %v: %s req/s", r.Requests, r.Elapsed.Round(time.Millisecond), usersNum(r.RPS))
 	if len(r.Stages) > 1 && r.Stages[1].Duration > 0 {

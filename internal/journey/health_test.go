@@ -17,7 +17,9 @@ var generous = genhealth.Thresholds{SendLagP99: 500 * time.Millisecond, HiccupP9
 // TestJourneyHealth runs users healthy and held back on purpose (a test hook that sleeps
 // before every request): the late users are flagged by their send lag, the healthy ones
 // are not, and both record their sends and dials.
-func TestJourneyHealth(t *testing.T) {
+func TestJourneyHealth(t *testing.T) { forEngines(t, testJourneyHealth) }
+
+func testJourneyHealth(t *testing.T, engine string) {
 	tests := []struct {
 		name    string
 		stall   time.Duration
@@ -30,7 +32,7 @@ func TestJourneyHealth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(&fakeFeed{})
 			defer srv.Close()
-			cfg := fastConfig(srv.URL, 10, 1500*time.Millisecond)
+			cfg := fastConfig(srv.URL, 10, 1500*time.Millisecond, engine)
 			cfg.Saturation = generous
 			if tc.stall > 0 {
 				cfg.Saturation.SendLagP99 = tc.stall / 2

@@ -57,12 +57,14 @@ func checkIntervals(t *testing.T, r Result) int {
 
 // The hold is recorded per route and per second, adding up to the hold's histograms;
 // the intervals survive JSON (a child process's result) and add up under Merge.
-func TestJourneyIntervals(t *testing.T) {
+func TestJourneyIntervals(t *testing.T) { forEngines(t, testJourneyIntervals) }
+
+func testJourneyIntervals(t *testing.T, engine string) {
 	srv := httptest.NewServer(&fakeFeed{})
 	defer srv.Close()
 	var parts []Result
 	for first := 1; first <= 4; first += 2 { // two processes' worth, one agreed start
-		cfg := fastConfig(srv.URL, 2, 2500*time.Millisecond)
+		cfg := fastConfig(srv.URL, 2, 2500*time.Millisecond, engine)
 		cfg.FirstUser, cfg.TotalUsers = first, 4
 		cfg.StartAt = time.Now()
 		r, err := Run(context.Background(), cfg)

@@ -139,6 +139,9 @@ type Config struct {
 	Progress func(Progress)
 	// ProgressEvery is how often Progress is called. Default 10s.
 	ProgressEvery time.Duration
+	// Engine is how the users run: EngineLoop (on event loops, one per GOMAXPROCS) or
+	// EngineGoroutine (a goroutine each). Default DefaultEngine.
+	Engine string
 	// Saturation are the thresholds of the generator's verdict (Result.Health); zero
 	// fields: genhealth's defaults.
 	Saturation genhealth.Thresholds
@@ -178,6 +181,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TimeScale == 0 {
 		c.TimeScale = 1
 	}
+	if c.Engine == "" {
+		c.Engine = DefaultEngine
+	}
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = 10 * time.Second
 	}
@@ -198,6 +204,8 @@ func (c Config) withDefaults() (Config, error) {
 			c.FirstUser, c.FirstUser-1+c.Users, c.TotalUsers)
 	case len(c.Tokens) == 0:
 		return c, errors.New("journey config: no Tokens: load a token file (worker seed -tokens FILE)")
+	case c.Engine != EngineLoop && c.Engine != EngineGoroutine:
+		return c, fmt.Errorf("journey config: Engine %q: want %q or %q", c.Engine, EngineLoop, EngineGoroutine)
 	case c.TimeScale < 0:
 		return c, fmt.Errorf("journey config: TimeScale %v: give a positive factor", c.TimeScale)
 	}
@@ -378,13 +386,22 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i := range cfg.Users {
-		u := r.newUser(i)
+	var loopErr error
+	if cfg.Engine == EngineLoop {
 		wg.Add(1)
-		go func() {
+		go func() { // owned by run: ends when the loops have
 			defer wg.Done()
-			u.run(ctx)
+			loopErr = r.runLoops(ctx)
 		}()
+	} else {
+		for i := range cfg.Users {
+			u := r.newUser(i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u.run(ctx)
+			}()
+		}
 	}
 	progressDone := make(chan struct{})
 	stopProgress := make(chan struct{})
@@ -413,6 +430,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 
 	res := r.result(time.Since(r.start))
 	res.Health = health.Stop()
+	res.Engine = cfg.Engine
+	if loopErr != nil {
+		return res, loopErr
+	}
 	return res, ctx.Err()
 }
 

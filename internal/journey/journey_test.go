@@ -117,10 +117,18 @@ func (f *fakeFeed) reject(what string) {
 	f.mu.Unlock()
 }
 
+// forEngines runs test once on each engine, as a subtest named for it.
+func forEngines(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, e := range []string{EngineLoop, EngineGoroutine} {
+		t.Run(e, func(t *testing.T) { test(t, e) })
+	}
+}
+
 // fastConfig runs users through short stages at 1000× the challenge's pace (an
 // iteration takes ~20 ms).
-func fastConfig(url string, users int, hold time.Duration) Config {
+func fastConfig(url string, users int, hold time.Duration, engine string) Config {
 	return Config{
+		Engine:    engine,
 		URL:       url,
 		Users:     users,
 		Ramp:      100 * time.Millisecond,
@@ -133,7 +141,9 @@ func fastConfig(url string, users int, hold time.Duration) Config {
 	}
 }
 
-func TestJourneyMix(t *testing.T) {
+func TestJourneyMix(t *testing.T) { forEngines(t, testJourneyMix) }
+
+func testJourneyMix(t *testing.T, engine string) {
 	const users = 20
 	// Long enough for 1,000 post reads: 2 s on an idle machine, more on a busy one (the
 	// mix is judged on the count, not on the time it took).
@@ -143,7 +153,7 @@ func TestJourneyMix(t *testing.T) {
 		fake = &fakeFeed{}
 		srv := httptest.NewServer(fake)
 		var err error
-		res, err = Run(context.Background(), fastConfig(srv.URL, users, d))
+		res, err = Run(context.Background(), fastConfig(srv.URL, users, d, engine))
 		srv.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -246,7 +256,9 @@ func TestJourneyMix(t *testing.T) {
 	}
 }
 
-func TestJourneyFailures(t *testing.T) {
+func TestJourneyFailures(t *testing.T) { forEngines(t, testJourneyFailures) }
+
+func testJourneyFailures(t *testing.T, engine string) {
 	tests := []struct {
 		name  string
 		fake  *fakeFeed
@@ -286,7 +298,7 @@ func TestJourneyFailures(t *testing.T) {
 				url = "http://" + ln.Addr().String()
 				ln.Close()
 			}
-			r, err := Run(context.Background(), fastConfig(url, 5, 500*time.Millisecond))
+			r, err := Run(context.Background(), fastConfig(url, 5, 500*time.Millisecond, engine))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,10 +311,12 @@ func TestJourneyFailures(t *testing.T) {
 }
 
 // TestJourneyStall: a server that takes 300 ms for every post read shows it in p99.
-func TestJourneyStall(t *testing.T) {
+func TestJourneyStall(t *testing.T) { forEngines(t, testJourneyStall) }
+
+func testJourneyStall(t *testing.T, engine string) {
 	srv := httptest.NewServer(&fakeFeed{postDelay: 300 * time.Millisecond})
 	defer srv.Close()
-	r, err := Run(context.Background(), fastConfig(srv.URL, 10, time.Second))
+	r, err := Run(context.Background(), fastConfig(srv.URL, 10, time.Second, engine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,10 +337,12 @@ func TestJourneyStall(t *testing.T) {
 
 // TestJourneyLateStart: requests that were due two seconds before the run could send
 // them count those two seconds (latency from the scheduled time).
-func TestJourneyLateStart(t *testing.T) {
+func TestJourneyLateStart(t *testing.T) { forEngines(t, testJourneyLateStart) }
+
+func testJourneyLateStart(t *testing.T, engine string) {
 	srv := httptest.NewServer(&fakeFeed{})
 	defer srv.Close()
-	cfg := fastConfig(srv.URL, 5, 2300*time.Millisecond)
+	cfg := fastConfig(srv.URL, 5, 2300*time.Millisecond, engine)
 	cfg.Ramp, cfg.RampDown = -1, -1
 	cfg.StartAt = time.Now().Add(-2 * time.Second)
 	r, err := Run(context.Background(), cfg)
@@ -343,11 +359,13 @@ func TestJourneyLateStart(t *testing.T) {
 
 // TestJourneyCancel: ending the context ends a run stuck on a stalled server at once,
 // and the interrupted requests are not the server's failures.
-func TestJourneyCancel(t *testing.T) {
+func TestJourneyCancel(t *testing.T) { forEngines(t, testJourneyCancel) }
+
+func testJourneyCancel(t *testing.T, engine string) {
 	srv := httptest.NewServer(&fakeFeed{postDelay: time.Hour})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := fastConfig(srv.URL, 5, time.Hour)
+	cfg := fastConfig(srv.URL, 5, time.Hour, engine)
 	cfg.Timeout = time.Hour
 	time.AfterFunc(500*time.Millisecond, cancel)
 	r, err := Run(ctx, cfg)
@@ -409,12 +427,14 @@ func TestJudge(t *testing.T) {
 }
 
 // TestResultJSONMerge: results survive JSON (histograms included) and add up.
-func TestResultJSONMerge(t *testing.T) {
+func TestResultJSONMerge(t *testing.T) { forEngines(t, testResultJSONMerge) }
+
+func testResultJSONMerge(t *testing.T, engine string) {
 	srv := httptest.NewServer(&fakeFeed{})
 	defer srv.Close()
 	var parts []Result
 	for first := 1; first <= 4; first += 2 { // two processes' worth: users 1-2 and 3-4
-		cfg := fastConfig(srv.URL, 2, 300*time.Millisecond)
+		cfg := fastConfig(srv.URL, 2, 300*time.Millisecond, engine)
 		cfg.FirstUser, cfg.TotalUsers = first, 4
 		r, err := Run(context.Background(), cfg)
 		if err != nil {

@@ -157,6 +157,8 @@ type Result struct {
 	Reasons []string         `json:"reasons,omitempty"`
 	// Spread says how the users' connections were spread over source addresses.
 	Spread srcaddr.Report `json:"spread"`
+	// Engine is how the users ran (Config.Engine); empty in results from before it existed.
+	Engine string `json:"engine,omitempty"`
 	// Health is the generator's verdict (package genhealth); a saturated run is invalid,
 	// neither a pass nor a fail of the server. Results written before it existed decode
 	// as not measured.
@@ -240,7 +242,7 @@ func Merge(results ...Result) Result {
 	for i, r := range results {
 		health = append(health, r.Health)
 		if i == 0 {
-			m.URL, m.TimeScale = r.URL, r.TimeScale
+			m.URL, m.TimeScale, m.Engine = r.URL, r.TimeScale, r.Engine
 			m.Spread = r.Spread // every process plans the whole run's spread (users by global number)
 			m.Routes = make(map[string]RouteCounts)
 			m.Status = make(map[int]int64)

@@ -13,6 +13,10 @@ import (
 // TestJourneySpreadsSourceAddresses checks, from the server's view of its clients, that
 // users beyond PerAddr per source address are spread over 127.0.0.2, .3, … round-robin.
 func TestJourneySpreadsSourceAddresses(t *testing.T) {
+	forEngines(t, testJourneySpreadsSourceAddresses)
+}
+
+func testJourneySpreadsSourceAddresses(t *testing.T, engine string) {
 	var mu sync.Mutex
 	seen := map[string]map[string]bool{} // remote IP -> remote ip:port seen
 	fake := &fakeFeed{}
@@ -29,7 +33,7 @@ func TestJourneySpreadsSourceAddresses(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	cfg := fastConfig(srv.URL, 9, 300*time.Millisecond)
+	cfg := fastConfig(srv.URL, 9, 300*time.Millisecond, engine)
 	cfg.PerAddr = 3 // 9 users: three addresses, three users each
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

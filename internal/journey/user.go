@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onehost/onehost/internal/jsonstr"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
 
@@ -43,6 +44,7 @@ type user struct {
 	stopAt  time.Time // no request is sent that is due at or after this
 	timer   *time.Timer
 	req     []byte
+	scratch []byte // createRequest's text and body
 	ids     []int64
 
 	mu   sync.Mutex // guards conn against interrupt, which ctx's end calls
@@ -102,7 +104,7 @@ func (u *user) run(ctx context.Context) {
 		u.sh.iterations++
 		u.sh.mu.Unlock()
 
-		status, end := u.do(ctx, routeFeed, u.getRequest("/feed"), due, true)
+		status, end := u.do(ctx, routeFeed, u.feedRequest(), due, true)
 		if status != http.StatusOK || len(u.ids) == 0 {
 			u.sh.mu.Lock()
 			u.sh.feedRetries++
@@ -116,7 +118,7 @@ func (u *user) run(ctx context.Context) {
 		if !u.wait(ctx, due) {
 			return
 		}
-		_, end = u.do(ctx, routePost, u.getRequest("/posts/"+strconv.FormatInt(id, 10)), due, false)
+		_, end = u.do(ctx, routePost, u.postRequest(id), due, false)
 		due = end.Add(u.think(3, 8))
 
 		like := u.rng.Float64() < likeProbability
@@ -283,19 +285,35 @@ func (u *user) interrupt() {
 	}
 }
 
-func (u *user) startRequest(method, path string) {
-	t := &u.r.tgt
+// startRequest begins a request line in u.req: the method and the target's path prefix;
+// the caller appends the path and calls endRequestLine. Built in place, so a request
+// allocates nothing once u.req has grown.
+func (u *user) startRequest(method string) {
 	u.req = append(u.req[:0], method...)
 	u.req = append(u.req, ' ')
-	u.req = append(u.req, t.prefix...)
-	u.req = append(u.req, path...)
+	u.req = append(u.req, u.r.tgt.prefix...)
+}
+
+// endRequestLine ends the request line and writes the headers every request has.
+func (u *user) endRequestLine() {
 	u.req = append(u.req, " HTTP/1.1\r\nHost: "...)
-	u.req = append(u.req, t.host...)
+	u.req = append(u.req, u.r.tgt.host...)
 	u.req = append(u.req, "\r\nUser-Agent: onehost-journey\r\n"...)
 }
 
-func (u *user) getRequest(path string) []byte {
-	u.startRequest("GET", path)
+func (u *user) feedRequest() []byte {
+	u.startRequest("GET")
+	u.req = append(u.req, "/feed"...)
+	u.endRequestLine()
+	u.req = append(u.req, "\r\n"...)
+	return u.req
+}
+
+func (u *user) postRequest(id int64) []byte {
+	u.startRequest("GET")
+	u.req = append(u.req, "/posts/"...)
+	u.req = strconv.AppendInt(u.req, id, 10)
+	u.endRequestLine()
 	u.req = append(u.req, "\r\n"...)
 	return u.req
 }
@@ -303,7 +321,11 @@ func (u *user) getRequest(path string) []byte {
 // likeRequest is POST /posts/:id/like as the challenge's script sends it: the token,
 // a JSON content type and an empty body.
 func (u *user) likeRequest(id int64) []byte {
-	u.startRequest("POST", "/posts/"+strconv.FormatInt(id, 10)+"/like")
+	u.startRequest("POST")
+	u.req = append(u.req, "/posts/"...)
+	u.req = strconv.AppendInt(u.req, id, 10)
+	u.req = append(u.req, "/like"...)
+	u.endRequestLine()
 	u.req = append(u.req, "Authorization: Bearer "...)
 	u.req = append(u.req, u.tok.Token...)
 	u.req = append(u.req, "\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n"...)
@@ -312,17 +334,26 @@ func (u *user) likeRequest(id int64) []byte {
 
 // createRequest is POST /posts with the body text
 // "<username> says hi at <ISO time> (VU n, iter i)", the time as JavaScript's
-// toISOString writes it and i counted from 0 (k6's __ITER).
+// toISOString writes it and i counted from 0 (k6's __ITER), quoted as encoding/json
+// quotes it.
 func (u *user) createRequest(iter int, now time.Time) []byte {
-	text := u.tok.Username + " says hi at " + now.UTC().Format("2006-01-02T15:04:05.000Z") +
-		" (VU " + strconv.Itoa(u.vu) + ", iter " + strconv.Itoa(iter) + ")"
-	quoted, _ := json.Marshal(text) // a string always encodes
-	body := make([]byte, 0, len(quoted)+10)
-	body = append(body, `{"body":`...)
-	body = append(body, quoted...)
+	text := append(u.scratch[:0], u.tok.Username...)
+	text = append(text, " says hi at "...)
+	text = now.UTC().AppendFormat(text, "2006-01-02T15:04:05.000Z")
+	text = append(text, " (VU "...)
+	text = strconv.AppendInt(text, int64(u.vu), 10)
+	text = append(text, ", iter "...)
+	text = strconv.AppendInt(text, int64(iter), 10)
+	text = append(text, ')')
+	body := append(text, `{"body":`...)
+	body = jsonstr.AppendHTMLSafe(body, text)
 	body = append(body, '}')
+	u.scratch = body
+	body = body[len(text):]
 
-	u.startRequest("POST", "/posts")
+	u.startRequest("POST")
+	u.req = append(u.req, "/posts"...)
+	u.endRequestLine()
 	u.req = append(u.req, "Authorization: Bearer "...)
 	u.req = append(u.req, u.tok.Token...)
 	u.req = append(u.req, "\r\nContent-Type: application/json\r\nContent-Length: "...)
@@ -344,10 +375,17 @@ func appendPostIDs(dst []int64, body []byte) []int64 {
 		}
 		body = body[i+len(pat):]
 		j := 0
+		var id int64
+		overflow := false
 		for j < len(body) && body[j] >= '0' && body[j] <= '9' {
+			d := int64(body[j] - '0')
+			if id > (math.MaxInt64-d)/10 {
+				overflow = true
+			}
+			id = id*10 + d
 			j++
 		}
-		if id, err := strconv.ParseInt(string(body[:j]), 10, 64); err == nil && id > 0 {
+		if id > 0 && !overflow {
 			dst = append(dst, id)
 		}
 		body = body[j:]

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/httpframe"
 )
 
 // Reasons a connection ends that are not failures, and failures that are not errnos.
@@ -42,7 +44,7 @@ type conn struct {
 
 	buf      []byte
 	r, n     int // unread bytes are buf[r:n]
-	p        parser
+	p        httpframe.Parser
 	wbuf     []byte // requests not yet accepted by the socket
 	outWatch bool   // registered for EPOLLOUT, waiting to write the rest of wbuf
 
@@ -67,7 +69,7 @@ func newConn(l *loop, id int) *conn {
 	return &conn{
 		l: l, id: id, fd: -1,
 		buf:   make([]byte, e.cfg.ReadBuffer),
-		p:     parser{noBody: e.head},
+		p:     httpframe.Parser{NoBody: e.head},
 		due:   make([]int64, e.cfg.Pipelining),
 		sent:  make([]int64, e.cfg.Pipelining),
 		codes: new([1000]int64),
@@ -197,7 +199,7 @@ func (c *conn) readable(now int64) {
 		c.r, c.n = 0, 0
 	} else if c.n == len(c.buf) {
 		if c.r == 0 {
-			c.fail(errHeadTooLong, now)
+			c.fail(httpframe.ErrHeadTooLong, now)
 			return
 		}
 		c.n = copy(c.buf, c.buf[c.r:c.n])
@@ -231,11 +233,11 @@ func (c *conn) readable(now int64) {
 // connection closed, or a failure when requests were in flight.
 func (c *conn) eof(now int64) {
 	switch {
-	case c.p.eof():
+	case c.p.EOF():
 		c.complete(now)
 		c.responses.Add(1)
 		c.fail(errServerClose, now)
-	case c.fly == 0 && c.p.idle() && c.r == c.n:
+	case c.fly == 0 && c.p.Idle() && c.r == c.n:
 		c.fail(errServerClose, now)
 	default:
 		c.fail(io.ErrUnexpectedEOF, now)
@@ -245,7 +247,7 @@ func (c *conn) eof(now int64) {
 // frame parses the responses in buf[r:n] that a read at time t completed.
 func (c *conn) frame(t int64) (done int64, err error) {
 	for c.r < c.n {
-		m, ok, err := c.p.parse(c.buf[c.r:c.n])
+		m, ok, err := c.p.Parse(c.buf[c.r:c.n])
 		c.r += m
 		if err != nil {
 			return done, err
@@ -258,10 +260,10 @@ func (c *conn) frame(t int64) (done int64, err error) {
 		}
 		c.complete(t)
 		done++
-		if c.p.close {
+		if c.p.Close {
 			return done, errServerClose
 		}
-		c.p.reset()
+		c.p.Reset()
 	}
 	return done, nil
 }
@@ -274,10 +276,10 @@ func (c *conn) complete(t int64) {
 	}
 	c.head = (c.head + 1) % len(c.due)
 	c.fly--
-	c.codes[c.p.status]++
+	c.codes[c.p.Status]++
 	c.l.record(t - due)
 	if obs := c.l.e.observe; obs != nil {
-		obs(c.id, c.p.status, due)
+		obs(c.id, c.p.Status, due)
 	}
 }
 
@@ -372,7 +374,7 @@ func (c *conn) fail(err error, now int64) {
 	c.closeFD()
 	lost := c.fly
 	c.fly, c.head, c.r, c.n, c.wbuf = 0, 0, 0, 0, nil
-	c.p.reset()
+	c.p.Reset()
 	if e.stopped.Load() {
 		return
 	}

@@ -1,4 +1,4 @@
-package loadgen
+package httpframe
 
 import (
 	"errors"
@@ -18,12 +18,12 @@ type framed struct {
 // would: keeping unconsumed bytes and appending the next piece to them.
 func frameAll(stream []byte, step int, noBody bool) framed {
 	var out framed
-	p := parser{noBody: noBody}
+	p := Parser{NoBody: noBody}
 	var buf []byte
 	for off := 0; off < len(stream); off += step {
 		buf = append(buf, stream[off:min(off+step, len(stream))]...)
 		for len(buf) > 0 {
-			n, done, err := p.parse(buf)
+			n, done, err := p.Parse(buf)
 			buf = buf[n:]
 			if err != nil {
 				out.err = err
@@ -32,15 +32,15 @@ func frameAll(stream []byte, step int, noBody bool) framed {
 			if !done {
 				break
 			}
-			out.statuses = append(out.statuses, p.status)
-			out.closes = append(out.closes, p.close)
-			p.reset()
+			out.statuses = append(out.statuses, p.Status)
+			out.closes = append(out.closes, p.Close)
+			p.Reset()
 		}
 	}
-	if p.eof() {
-		out.statuses = append(out.statuses, p.status)
+	if p.EOF() {
+		out.statuses = append(out.statuses, p.Status)
 		out.closes = append(out.closes, true)
-	} else if !p.idle() || len(buf) > 0 {
+	} else if !p.Idle() || len(buf) > 0 {
 		out.pending = true
 	}
 	return out
@@ -163,7 +163,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// FuzzParse checks that the parser never panics and frames a stream the same way
+// FuzzParse checks that the Parser never panics and frames a stream the same way
 // whatever pieces it arrives in.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 204 No Content\r\n\r\n"), uint8(3))

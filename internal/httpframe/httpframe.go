@@ -1,4 +1,7 @@
-package loadgen
+// Package httpframe frames HTTP/1.x responses in a byte stream for clients that read
+// raw sockets (the load generator's event loops): where each response ends, its status
+// and whether the connection closes after it, without copying bodies.
+package httpframe
 
 import (
 	"bytes"
@@ -13,14 +16,14 @@ var (
 	errLength      = errors.New("bad Content-Length")
 	errChunkSize   = errors.New("bad chunk size")
 	errChunkEnd    = errors.New("missing CRLF after chunk data")
-	errHeadTooLong = errors.New("response head larger than the read buffer")
+	ErrHeadTooLong = errors.New("response head larger than the read buffer")
 )
 
 // maxChunkLine bounds a chunk-size line (size plus extensions); a longer one is an error,
 // not a reason to buffer without limit.
 const maxChunkLine = 4096
 
-// parser states.
+// Parser states.
 const (
 	stHead       = iota // reading the status line and headers
 	stBody              // skipping remain bytes of a Content-Length body
@@ -31,31 +34,31 @@ const (
 	stUntilClose        // the body runs to the end of the connection
 )
 
-// parser frames HTTP/1.x responses in a byte stream, one response at a time, keeping no
+// Parser frames HTTP/1.x responses in a byte stream, one response at a time, keeping no
 // bytes of its own: bodies are skipped, never copied, so a response of any size passes
 // through a small read buffer. It reads only what framing needs (status, Content-Length,
 // Transfer-Encoding, Connection).
-type parser struct {
+type Parser struct {
 	state  uint8
 	remain int64 // bytes left in the current body or chunk
-	status int   // status code of the response being parsed
-	close  bool  // the connection ends after this response
-	// noBody is set by the caller for responses to HEAD requests, which carry no body
+	Status int   // status code of the response being parsed
+	Close  bool  // the connection ends after this response
+	// NoBody is set by the caller for responses to HEAD requests, which carry no body
 	// whatever their headers say.
-	noBody bool
+	NoBody bool
 }
 
-// reset prepares the parser for the next response on the same connection.
-func (p *parser) reset() {
-	p.state, p.remain, p.status, p.close = stHead, 0, 0, false
+// Reset prepares the Parser for the next response on the same connection.
+func (p *Parser) Reset() {
+	p.state, p.remain, p.Status, p.Close = stHead, 0, 0, false
 }
 
-// parse consumes bytes of the current response from b. It returns how many bytes it used
+// Parse consumes bytes of the current response from b. It returns how many bytes it used
 // and whether the response is now complete. When it is not complete, the bytes of b past
-// n are an incomplete line the parser needs again, with more data after them. When it
-// is, the caller takes the status and close fields, calls reset and parses the rest of b
+// n are an incomplete line the Parser needs again, with more data after them. When it
+// is, the caller takes the Status and Close fields, calls Reset and parses the rest of b
 // as the next response.
-func (p *parser) parse(b []byte) (n int, done bool, err error) {
+func (p *Parser) Parse(b []byte) (n int, done bool, err error) {
 	for {
 		switch p.state {
 		case stHead:
@@ -67,9 +70,9 @@ func (p *parser) parse(b []byte) (n int, done bool, err error) {
 				return n, false, err
 			}
 			n += end
-			if p.status >= 100 && p.status < 200 && p.status != 101 {
+			if p.Status >= 100 && p.Status < 200 && p.Status != 101 {
 				// An interim response (100 Continue, 103 Early Hints): the final one follows.
-				p.reset()
+				p.Reset()
 				continue
 			}
 			if p.state == stHead { // no body
@@ -146,9 +149,9 @@ func (p *parser) parse(b []byte) (n int, done bool, err error) {
 	}
 }
 
-// eof tells the parser the connection ended. It reports whether that completed the
+// EOF tells the Parser the connection ended. It reports whether that completed the
 // response (a body delimited by the close).
-func (p *parser) eof() bool {
+func (p *Parser) EOF() bool {
 	if p.state == stUntilClose {
 		p.state = stHead
 		return true
@@ -156,8 +159,8 @@ func (p *parser) eof() bool {
 	return false
 }
 
-// idle reports whether the parser is between responses.
-func (p *parser) idle() bool { return p.state == stHead }
+// Idle reports whether the Parser is between responses.
+func (p *Parser) Idle() bool { return p.state == stHead }
 
 // headEnd returns the length of the response head at the start of b, through the empty
 // line that ends it, or -1 when b does not hold all of it. Lines may end in CRLF or LF.
@@ -192,7 +195,7 @@ func blankPrefix(b []byte) int {
 }
 
 // head parses a complete response head and sets the state for its body.
-func (p *parser) head(h []byte) error {
+func (p *Parser) head(h []byte) error {
 	h = h[blankPrefix(h):] // see headEnd
 	i := bytes.IndexByte(h, '\n')
 	line := trimCR(h[:i])
@@ -204,7 +207,7 @@ func (p *parser) head(h []byte) error {
 		return errStatusLine
 	}
 	http10 := line[7] == '0'
-	p.status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+	p.Status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
 	length := int64(-1)
 	chunked, closeTok, keepAlive := false, false, false
 	for len(h) > 0 {
@@ -237,12 +240,12 @@ func (p *parser) head(h []byte) error {
 			keepAlive = keepAlive || containsFold(value, "keep-alive")
 		}
 	}
-	p.close = closeTok || (http10 && !keepAlive)
+	p.Close = closeTok || (http10 && !keepAlive)
 	switch {
-	case p.noBody || p.status == 204 || p.status == 304 || (p.status >= 100 && p.status < 200):
+	case p.NoBody || p.Status == 204 || p.Status == 304 || (p.Status >= 100 && p.Status < 200):
 		p.state = stHead
-		if p.status == 101 {
-			p.close = true // the connection now speaks another protocol
+		if p.Status == 101 {
+			p.Close = true // the connection now speaks another protocol
 		}
 	case chunked:
 		p.state = stChunkSize
@@ -251,7 +254,7 @@ func (p *parser) head(h []byte) error {
 	case length > 0:
 		p.state, p.remain = stBody, length
 	default:
-		p.state, p.close = stUntilClose, true
+		p.state, p.Close = stUntilClose, true
 	}
 	return nil
 }
