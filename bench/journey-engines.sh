@@ -10,7 +10,11 @@
 # figures) per request. Compare the rows of one run, as ratios.
 #
 #   USERS=50000 ROUNDS=2 bench/journey-engines.sh
+#   GEN_PREFIX="chrt -f 10" USERS=50000 ROUNDS=1 bench/journey-engines.sh   # the generator's core its own
 #
+# GEN_PREFIX runs before the generator's taskset: `chrt -f 10` gives it real-time priority,
+# so that on a shared machine nothing else on LOAD_CPU delays it (docs/bench.md, "The
+# generator's verdict", does the same).
 # Needs bin/supervisor, bin/worker, bin/autocannon, data/seed.db and data/tokens.json
 # (`make build seed`), python3 and /usr/bin/time.
 set -euo pipefail
@@ -25,6 +29,7 @@ INSTANCES=${INSTANCES:-3}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PORT=${PORT:-38200}
+GEN_PREFIX=${GEN_PREFIX:-}
 export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -40,11 +45,11 @@ for round in $(seq "$ROUNDS"); do
       -instances "$INSTANCES" -listen "127.0.0.1:$PORT" -log-level warn >"$WORK/s.log" 2>&1 &
     sp=$!
     for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-    /usr/bin/time -f "%U %S" -o "$WORK/time" taskset -c "$LOAD_CPU" bin/autocannon users -engine "$engine" \
+    /usr/bin/time -f "%U %S" -o "$WORK/time" $GEN_PREFIX taskset -c "$LOAD_CPU" bin/autocannon users -engine "$engine" \
       -j -progress 0 -n "$USERS" -ramp "${RAMP}s" -hold "${HOLD}s" -rampdown 5s \
       -tokens data/tokens.json "http://127.0.0.1:$PORT" >"$WORK/ac.json" 2>"$WORK/ac.err" || true
     kill -TERM $sp; wait $sp 2>/dev/null || true
-    cp "$WORK/ac.json" "${OUT:-$WORK}/journey-$engine-$USERS-r$round.json" 2>/dev/null || true
+    cp "$WORK/ac.json" "${OUT:-$WORK}/journey-$engine-$USERS${GEN_PREFIX:+-rt}-r$round.json" 2>/dev/null || true
     python3 - "$engine" "$WORK/ac.json" "$WORK/time" "$RAMP" "$HOLD" <<'PY'
 import json, statistics, sys
 engine, path, tpath, ramp, hold = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])

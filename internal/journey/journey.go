@@ -27,6 +27,11 @@
 // and the dial times, per second; a saturated run measured the generator, and Search does
 // not score it.
 //
+// The users run on one of two engines (Config.Engine): event loops, one per GOMAXPROCS,
+// each owning its users' sockets and timers (loop.go; the default), or a goroutine per
+// user on Go's netpoller (user.go). Both make the same requests in the same order from
+// the same random choices, and every test runs on both.
+//
 // Non-goals: TLS, HTTP/2, pipelining, redirects (3xx answers count as successes, as in
 // the challenge, and are not followed).
 package journey
