@@ -11,6 +11,8 @@
 # the peer a node-feed directory with node_modules (PEER_DIR; skipped when absent). The
 # server `before` is another build of the worker (BEFORE_WORKER), e.g. of an earlier commit:
 # SERVERS="before go node" BEFORE_WORKER=/tmp/before/bin/worker bench/feed.sh
+# The servers `goroutine` and `loop` are the worker on that transport:
+# SERVERS="goroutine loop node" TARGETS=mix bench/feed.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,8 @@ start_server() { # $1 = go|node, $2 = port; prints the pid
   cp data/seed.db "$WORK/$1.db"; rm -f "$WORK/$1.db-wal" "$WORK/$1.db-shm"
   case $1 in
     go)   SQLITE_PATH="$WORK/go.db" HOST=127.0.0.1 PORT=$2 LOG_LEVEL=warn taskset -c "$SERVER_CPU" bin/worker >/dev/null 2>"$WORK/go.log" & ;;
+    goroutine|loop) # the worker on one transport (internal/http1), whatever the default
+      SQLITE_PATH="$WORK/$1.db" HOST=127.0.0.1 PORT=$2 LOG_LEVEL=warn TRANSPORT=$1 taskset -c "$SERVER_CPU" bin/worker >/dev/null 2>"$WORK/$1.log" & ;;
     before) SQLITE_PATH="$WORK/before.db" HOST=127.0.0.1 PORT=$2 LOG_LEVEL=warn taskset -c "$SERVER_CPU" "${BEFORE_WORKER:?set BEFORE_WORKER}" >/dev/null 2>"$WORK/before.log" & ;;
     node) SQLITE_PATH="$WORK/node.db" PORT=$2 taskset -c "$SERVER_CPU" node "$PEER_DIR/feed.js" >/dev/null 2>"$WORK/node.log" & ;;
   esac
