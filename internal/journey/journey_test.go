@@ -614,3 +614,29 @@ func BenchmarkRecord(b *testing.B) {
 		r.record(sh, routeFeed, due, due.Add(3*time.Millisecond), 200, "")
 	}
 }
+
+// TestRequestsAllocateNothing: once a user's buffers have grown, building its requests and
+// reading a feed's post ids allocate nothing (both engines build them so).
+func TestRequestsAllocateNothing(t *testing.T) {
+	r := &runner{cfg: Config{Tokens: testTokens(3)}, tgt: target{addr: "127.0.0.1:80", host: "127.0.0.1:80"}}
+	u := &user{r: r, vu: 7, tok: &r.cfg.Tokens[1]}
+	feed := []byte(`{"posts":[{"id":12,"body":"x"},{"id":345,"body":"y"}]}`)
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	build := func() {
+		u.feedRequest()
+		u.postRequest(345)
+		u.likeRequest(345)
+		u.createRequest(4, now)
+		u.ids = appendPostIDs(u.ids[:0], feed)
+	}
+	build() // the buffers grow once
+	if n := testing.AllocsPerRun(100, build); n != 0 {
+		t.Errorf("building the requests allocates %.1f times, want 0", n)
+	}
+	want := "POST /posts HTTP/1.1\r\nHost: 127.0.0.1:80\r\nUser-Agent: onehost-journey\r\nAuthorization: Bearer tok.2\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 68\r\n\r\n" +
+		`{"body":"user_2 says hi at 2026-12-03T08:00:00.000Z (VU 7, iter 4)"}`
+	if got := string(u.createRequest(4, now)); got != want {
+		t.Errorf("create request:\n%q\nwant\n%q", got, want)
+	}
+}
