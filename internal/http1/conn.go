@@ -63,6 +63,7 @@ type conn struct {
 	fd                     int
 	woff                   int    // out[:woff] is written
 	events                 uint32 // the epoll interest registered now
+	gen                    int32  // the loop's number for this connection, carried in its epoll events
 	due                    int64  // when the current wait ends (monoNow); 0: none
 	busy                   bool   // a deferred request's handler runs on its own goroutine
 	dead                   bool   // closed (or hung up) while busy: close when the handler returns

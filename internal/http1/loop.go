@@ -62,6 +62,12 @@ const (
 type loop struct {
 	srv     *Server
 	blocker Blocker // the Handler as a Blocker, or nil: every request runs inline
+	// gen numbers the accepted connections. Each epoll event carries its connection's
+	// number beside the descriptor: a connection closed while one batch of events is
+	// handled (by the tick, or a deferred request's end) frees its descriptor, an accept
+	// later in the batch may reuse it, and the closed connection's own event, still in
+	// the batch, must not reach the new one.
+	gen int32
 
 	epfd    int
 	epFile  *os.File // epfd, registered in Go's netpoller
@@ -342,7 +348,7 @@ func (l *loop) run() {
 			case l.lnfd:
 				l.accept()
 			default:
-				if fd < len(l.conns) && l.conns[fd] != nil {
+				if fd < len(l.conns) && l.conns[fd] != nil && l.conns[fd].gen == ev.Pad {
 					l.ready(l.conns[fd], ev.Events)
 				}
 			}
@@ -511,8 +517,9 @@ func (l *loop) accept() {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
-		c := &conn{srv: s, lp: l, fd: fd, events: unix.EPOLLIN}
-		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+		l.gen++
+		c := &conn{srv: s, lp: l, fd: fd, events: unix.EPOLLIN, gen: l.gen}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: c.gen}); err != nil {
 			unix.Close(fd)
 			s.log().Warn("epoll add connection", zap.Error(err))
 			continue
@@ -747,7 +754,7 @@ func (l *loop) interest(c *conn, ev uint32) {
 	if c.events == ev {
 		return
 	}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)}); err != nil {
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd), Pad: c.gen}); err != nil {
 		l.srv.log().Warn("epoll modify connection", zap.Error(err))
 	}
 	c.events = ev
