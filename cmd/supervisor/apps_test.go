@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,7 +167,10 @@ func runEcosystem(t *testing.T, eco string, extra ...string) (*runningCluster, *
 	c := &runningCluster{socket: filepath.Join(t.TempDir(), "s.sock"), done: make(chan error, 1)}
 	logs := &syncBuffer{}
 	go func() {
-		c.done <- run(t.Context(), append([]string{"run", "-config", eco, "-socket", c.socket}, extra...),
+		// Not t.Context(): it is cancelled just before the cleanup below runs, and a stop
+		// command arriving during the stop that started is a second stop (kill now), which
+		// run reports as an error (CI saw it once).
+		c.done <- run(context.Background(), append([]string{"run", "-config", eco, "-socket", c.socket}, extra...),
 			func(string) string { return "" }, os.Stderr, logs)
 	}()
 	t.Cleanup(func() {
