@@ -68,9 +68,16 @@ func (iv Interval) Count() int64 {
 	return h.TotalCount()
 }
 
+// Encodable is what Encode takes: a dense *hdrhistogram.Histogram or a sparse
+// *hdrhistogram.PackedHistogram, which encode to the same V2 format.
+type Encodable interface {
+	EncodeV2() ([]byte, error)
+	Max() int64
+}
+
 // Encode returns an interval of h held encoded, so that h can be reused.
-func Encode(tag string, start, length time.Duration, h *hdrhistogram.Histogram) (Interval, error) {
-	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+func Encode(tag string, start, length time.Duration, h Encodable) (Interval, error) {
+	enc, err := h.EncodeV2()
 	if err != nil {
 		return Interval{}, fmt.Errorf("encode histogram %q: %w", tag, err)
 	}

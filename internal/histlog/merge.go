@@ -202,13 +202,12 @@ func (a *Accumulator) Intervals(end time.Duration) ([]Interval, error) {
 	a.seal(a.newest)
 	ivs := make([]Interval, 0, len(a.sealed))
 	for k, p := range a.sealed {
-		enc, err := p.Encode()
+		iv, err := Encode(k.tag, time.Duration(k.n)*a.length(), a.length(), p)
 		if err != nil {
-			a.err = cmp.Or(a.err, fmt.Errorf("encode histogram %q: %w", k.tag, err))
+			a.err = cmp.Or(a.err, err)
 			continue
 		}
-		ivs = append(ivs, Interval{Tag: k.tag, Start: time.Duration(k.n) * a.length(), Length: a.length(),
-			Encoded: string(enc), Max: p.Max()})
+		ivs = append(ivs, iv)
 	}
 	slices.SortFunc(ivs, func(x, y Interval) int {
 		return cmp.Or(cmp.Compare(x.Start, y.Start), cmp.Compare(x.Tag, y.Tag))

@@ -11,12 +11,11 @@ import (
 // Parse errors. Each one ends the connection: after a framing error nothing later on the
 // stream can be trusted to line up with the requests sent.
 var (
-	errStatusLine  = errors.New("malformed status line")
-	errHeaderLine  = errors.New("malformed header line")
-	errLength      = errors.New("bad Content-Length")
-	errChunkSize   = errors.New("bad chunk size")
-	errChunkEnd    = errors.New("missing CRLF after chunk data")
-	ErrHeadTooLong = errors.New("response head larger than the read buffer")
+	errStatusLine = errors.New("malformed status line")
+	errHeaderLine = errors.New("malformed header line")
+	errLength     = errors.New("bad Content-Length")
+	errChunkSize  = errors.New("bad chunk size")
+	errChunkEnd   = errors.New("missing CRLF after chunk data")
 )
 
 // maxChunkLine bounds a chunk-size line (size plus extensions); a longer one is an error,

@@ -68,7 +68,6 @@ type luser struct {
 	hi    int   // index in l.heap; -1 when not in it
 	iter  int   // the iteration (k6's __ITER), from 0
 	id    int64 // the post chosen from the last feed
-	like  bool  // this iteration likes the post
 	posts bool  // this iteration writes a post
 	out   bool  // EPOLLOUT is in the socket's interest set
 	sent  int   // bytes of req written
@@ -127,6 +126,7 @@ func (r *runner) runLoops(ctx context.Context) error {
 	for i := range r.cfg.Users {
 		l := loops[i%n]
 		u := &luser{user: r.newUser(i), l: l, idx: int32(len(l.users)), fd: -1, hi: -1, iter: -1}
+		u.sh = l.sh // a loop records into its own shard: its lock is never contended
 		u.at = int64(u.startAt.Sub(l.base))
 		l.users = append(l.users, u)
 		l.push(u)
@@ -389,23 +389,21 @@ func (u *luser) schedule(due int64, route int) {
 
 // send starts the request now due: it dials first if there is no connection.
 func (u *luser) send(now int64) {
-	var req []byte
-	switch u.route {
+	switch u.route { // each builds the request in u.req
 	case routeFeed:
 		u.iter++
 		u.sh.mu.Lock()
 		u.sh.iterations++
 		u.sh.mu.Unlock()
 		u.ids = u.ids[:0]
-		req = u.feedRequest()
+		u.feedRequest()
 	case routePost:
-		req = u.postRequest(u.id)
+		u.postRequest(u.id)
 	case routeLike:
-		req = u.likeRequest(u.id)
+		u.likeRequest(u.id)
 	case routeCreate:
-		req = u.createRequest(u.iter, u.l.timeAt(now))
+		u.createRequest(u.iter, u.l.timeAt(now))
 	}
-	u.req = req
 	if u.r.stall != nil {
 		u.r.stall()
 		now = u.l.now()
@@ -462,12 +460,11 @@ func (u *luser) event(ev uint32, now int64) {
 		if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
 			return
 		}
+		u.sh.dial.Record(time.Duration(now - u.start)) // failed or not, as user.roundTrip
 		if soerr, err := unix.GetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || soerr != 0 {
-			u.sh.dial.Record(time.Duration(now - u.start))
 			u.fail(now, "connect")
 			return
 		}
-		u.sh.dial.Record(time.Duration(now - u.start))
 		u.write(now)
 	case lsWriting:
 		if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
@@ -617,10 +614,10 @@ func (u *luser) complete(now int64, status int, errKind string) {
 		u.schedule(now+int64(u.think(3, 7)), routePost)
 	case routePost:
 		due := now + int64(u.think(3, 8))
-		u.like = u.rng.Float64() < likeProbability
+		like := u.rng.Float64() < likeProbability
 		u.posts = u.rng.Float64() < createProbability
 		switch {
-		case u.like:
+		case like:
 			u.schedule(due, routeLike)
 		case u.posts:
 			u.schedule(due, routeCreate)

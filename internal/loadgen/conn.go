@@ -18,6 +18,7 @@ var (
 	errServerClose = errors.New("server closed the connection") // after a response, or idle
 	errUnsolicited = errors.New("response with no request in flight")
 	errTimeout     = errors.New("request timed out")
+	errHeadTooLong = errors.New("response head larger than the read buffer")
 )
 
 // Connection states.
@@ -199,7 +200,7 @@ func (c *conn) readable(now int64) {
 		c.r, c.n = 0, 0
 	} else if c.n == len(c.buf) {
 		if c.r == 0 {
-			c.fail(httpframe.ErrHeadTooLong, now)
+			c.fail(errHeadTooLong, now)
 			return
 		}
 		c.n = copy(c.buf, c.buf[c.r:c.n])
