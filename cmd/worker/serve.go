@@ -60,8 +60,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
 	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
-	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportGoroutine),
-		"how connections are served: goroutine (one each, on Go's netpoller) or loop (an epoll event loop; idle connections cost no goroutine and no buffer) (env TRANSPORT)")
+	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
+		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
@@ -339,11 +339,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // listening socket; the new supervisor's output pipe replaces stdout and stderr, which went
 // with the old one.
 func rejoin(ctx context.Context, cfg serveConfig, ln net.Listener) (*ipc.Conn, error) {
-	fl, ok := ln.(interface{ File() (*os.File, error) })
+	sc, ok := ln.(syscall.Conn)
 	if !ok {
 		return nil, fmt.Errorf("rejoin: the listener %T cannot be passed on", ln)
 	}
-	lf, err := fl.File()
+	// Not the listener's File method: the Fd call that passes it would make the socket
+	// blocking here and under the new supervisor's workers (ipc.SocketFile).
+	lf, err := ipc.SocketFile(sc, "listener")
 	if err != nil {
 		return nil, fmt.Errorf("rejoin: %w", err)
 	}

@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/steering"
 )
 
@@ -36,9 +36,11 @@ func listen(addr string) (*os.File, string, error) {
 		return nil, "", err
 	}
 	defer ln.Close() // the duplicate below keeps the socket open
-	f, err := ln.File()
+	// Not ln.File: its Fd (os/exec's ExtraFiles calls it) would make the socket blocking
+	// under every worker serving it.
+	f, err := ipc.SocketFile(ln, "listener")
 	if err != nil {
-		return nil, "", fmt.Errorf("duplicate socket: %w", err)
+		return nil, "", err
 	}
 	return f, ln.Addr().String(), nil
 }

@@ -461,14 +461,20 @@ func (l *loop) tick() {
 	}
 }
 
-// accept takes the connections that wait on the listener.
 func (l *loop) accept() {
 	s := l.srv
+	if l.lnfd >= 0 && restoreNonblocking(uintptr(l.lnfd)) {
+		s.warnBlocking()
+	}
 	for range acceptBatch {
 		if l.lnfd < 0 {
 			return
 		}
-		nfd, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(l.lnfd), 0, 0,
+		// Syscall, not RawSyscall: should the socket still be blocking (another process
+		// sharing it switched it between the check above and here), the accept ties up
+		// this loop until a connection comes, but not the process: the runtime hands its
+		// P on, so the supervisor's channel and Shutdown's signal are still served.
+		nfd, _, e := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(l.lnfd), 0, 0,
 			syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
 		switch e {
 		case 0:
@@ -484,7 +490,7 @@ func (l *loop) accept() {
 				// As Server.shed: give the reserve back, close the waiting connection at once.
 				unix.Close(l.reserve)
 				l.reserve = -1
-				if fd, _, e2 := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(l.lnfd), 0, 0, syscall.SOCK_CLOEXEC, 0, 0); e2 == 0 {
+				if fd, _, e2 := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(l.lnfd), 0, 0, syscall.SOCK_CLOEXEC, 0, 0); e2 == 0 {
 					unix.Close(int(fd))
 					s.shedCount.Add(1)
 				}

@@ -184,8 +184,21 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 	}()
 	var backoff time.Duration
+	var lnRaw syscall.RawConn
+	if sc, ok := ln.(syscall.Conn); ok {
+		lnRaw, _ = sc.SyscallConn()
+	}
 	for {
 		nc, err := ln.Accept()
+		if lnRaw != nil {
+			// As the loop's accept (restoreNonblocking): a listening socket made blocking
+			// under us blocks the next Accept, and then Shutdown's Close, which waits for it.
+			lnRaw.Control(func(fd uintptr) {
+				if restoreNonblocking(fd) {
+					s.warnBlocking()
+				}
+			})
+		}
 		if err != nil {
 			if s.closing.Load() {
 				return ErrServerClosed
@@ -248,6 +261,26 @@ func isTemporary(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
 		errors.Is(err, syscall.ECONNABORTED)
+}
+
+// restoreNonblocking makes the listening socket fd non-blocking again if it is not, and
+// says whether it had to. O_NONBLOCK belongs to the socket's open file description, which
+// every process serving the socket shares: one os.File.Fd call on a duplicate of it
+// anywhere (os/exec's ExtraFiles, an SCM_RIGHTS pass, a program run beside this one) makes
+// it blocking for all, and a blocking accept stops the event loop and the drain of either
+// transport. ipc.SocketFile is how this project's own processes pass sockets without it;
+// this is for the rest. Both transports check once per wake-up for new connections.
+func restoreNonblocking(fd uintptr) bool {
+	fl, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	if e != 0 || fl&syscall.O_NONBLOCK != 0 {
+		return false
+	}
+	syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, fl|syscall.O_NONBLOCK)
+	return true
+}
+
+func (s *Server) warnBlocking() {
+	s.log().Warn("the listening socket was made blocking by a process sharing it: made non-blocking again")
 }
 
 func (s *Server) logLimit(err error, msg string) {
