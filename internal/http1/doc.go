@@ -23,7 +23,7 @@
 //     limits; idle keep-alive connections are kept for IdleTimeout.
 //
 // Two transports serve those guarantees with the same parser (Server.Transport): the
-// goroutine transport (the default) gives each connection a goroutine parked on Go's
+// goroutine transport (the zero value's; the worker chooses the loop) gives each connection a goroutine parked on Go's
 // netpoller; the loop transport (loop.go) owns the connections from one epoll loop per
 // GOMAXPROCS, reads a socket only when epoll says data is there, and holds a buffer only
 // while a request is read or a response written, so an idle connection costs a few hundred

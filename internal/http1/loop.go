@@ -92,7 +92,7 @@ type loop struct {
 	draining   bool  // Shutdown seen: no accepting; idle connections close after IdleGrace
 	pauseUntil int64 // accepting paused (out of memory or descriptors) until then
 	backoff    time.Duration
-	reserve    int // a descriptor held back for shedding (see Server.shed); -1 when none
+	shed       *shedReserve // shared by the loops of one Serve
 
 	freeBufs [][]byte
 	freeX    []*exchange
@@ -107,6 +107,30 @@ type loop struct {
 	force     atomic.Bool
 }
 
+// shedReserve is the descriptor the loops of one Serve hold back for the moment the process
+// runs out of them (see Server.shed): given back, it lets a loop accept the waiting
+// connection and close it at once instead of leaving it in the queue. One for all loops,
+// under mu, which a loop holds while it accepts when there are several.
+type shedReserve struct {
+	mu sync.Mutex
+	fd int // -1 while given away or when it could not be had
+}
+
+func (r *shedReserve) refill() {
+	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		r.fd = fd
+	}
+}
+
+func (r *shedReserve) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
 // serveLoops is Serve for TransportLoop: it starts the loops on ln's socket and returns
 // once they all stopped accepting (after Shutdown, or on a listener error). The loops go
 // on serving their connections; Shutdown waits for them.
@@ -115,10 +139,13 @@ func (s *Server) serveLoops(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	shed := &shedReserve{fd: -1}
+	shed.refill()
+	defer shed.close()
 	n := runtime.GOMAXPROCS(0)
 	loops := make([]*loop, 0, n)
 	for range n {
-		l, err := newLoop(s, lnfd, n > 1)
+		l, err := newLoop(s, lnfd, shed, n > 1)
 		if err != nil {
 			for _, l := range loops {
 				l.closeFDs()
@@ -183,8 +210,8 @@ func dupListener(ln net.Listener) (int, error) {
 	return fd, nil
 }
 
-func newLoop(s *Server, lnfd int, many bool) (*loop, error) {
-	l := &loop{srv: s, lnfd: lnfd, many: many, evfd: -1, tfd: -1, epfd: -1, reserve: -1,
+func newLoop(s *Server, lnfd int, shed *shedReserve, many bool) (*loop, error) {
+	l := &loop{srv: s, lnfd: lnfd, shed: shed, many: many, evfd: -1, tfd: -1, epfd: -1,
 		events: make([]unix.EpollEvent, loopEvents), acceptDone: make(chan struct{})}
 	l.blocker, _ = s.Handler.(Blocker)
 	l.pollFn = l.poll
@@ -223,9 +250,6 @@ func newLoop(s *Server, lnfd int, many bool) (*loop, error) {
 	if l.epRaw, err = l.epFile.SyscallConn(); err != nil {
 		return fail("epoll poller", err)
 	}
-	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		l.reserve = fd
-	}
 	return l, nil
 }
 
@@ -260,7 +284,7 @@ func (l *loop) closeFDs() {
 		l.epFile.Close() // closes epfd
 		l.epfd = -1
 	}
-	for _, fd := range []*int{&l.epfd, &l.evfd, &l.tfd, &l.reserve} {
+	for _, fd := range []*int{&l.epfd, &l.evfd, &l.tfd} {
 		if *fd >= 0 {
 			unix.Close(*fd)
 			*fd = -1
@@ -463,6 +487,13 @@ func (l *loop) tick() {
 
 func (l *loop) accept() {
 	s := l.srv
+	if l.many {
+		// The loops take turns: with one reserve for all, a loop's accept could otherwise
+		// take the descriptor another loop freed to shed with, and serve a connection over
+		// the limit while the reserve is lost.
+		l.shed.mu.Lock()
+		defer l.shed.mu.Unlock()
+	}
 	if l.lnfd >= 0 && restoreNonblocking(uintptr(l.lnfd)) {
 		s.warnBlocking()
 	}
@@ -486,18 +517,16 @@ func (l *loop) accept() {
 			continue
 		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
 			err := os.NewSyscallError("accept", e)
-			if (e == syscall.EMFILE || e == syscall.ENFILE) && l.reserve >= 0 {
+			if (e == syscall.EMFILE || e == syscall.ENFILE) && l.shed.fd >= 0 {
 				// As Server.shed: give the reserve back, close the waiting connection at once.
-				unix.Close(l.reserve)
-				l.reserve = -1
+				unix.Close(l.shed.fd)
+				l.shed.fd = -1
 				if fd, _, e2 := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(l.lnfd), 0, 0, syscall.SOCK_CLOEXEC, 0, 0); e2 == 0 {
 					unix.Close(int(fd))
 					s.shedCount.Add(1)
 				}
 				s.logLimit(err, "out of descriptors: closing new connections at once until some free up")
-				if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-					l.reserve = fd
-				}
+				l.shed.refill()
 				continue
 			}
 			// Nothing to shed with: existing connections keep working; new ones wait in
@@ -512,10 +541,8 @@ func (l *loop) accept() {
 			return
 		}
 		fd := int(nfd)
-		if l.reserve < 0 {
-			if r, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-				l.reserve = r
-			}
+		if l.shed.fd < 0 {
+			l.shed.refill()
 		}
 		// What net's accepted TCP connections get by default: no Nagle, keep-alive
 		// probes after 15 s. They fail harmlessly on a Unix socket.
