@@ -19,7 +19,7 @@ export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon
+	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon ./bench/clientloops
 
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
 # itself), build, and run the cluster: one worker per CPU this process may use (the cgroup's
