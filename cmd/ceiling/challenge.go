@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -133,8 +134,9 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			quotaCores = 0
 		} else {
 			q.Remove()
+			// Rounded for the text: 3 × 0.2 cores is 0.6000000000000001 in floating point.
 			note = fmt.Sprintf("CPU quota: %g cores (cgroup v%d, %v period) for each server, on cores %s; the generator on cores %s.",
-				quotaCores, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
+				math.Round(quotaCores*1e6)/1e6, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
 		}
 	}
 	pin := selfPin(self)
