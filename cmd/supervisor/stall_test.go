@@ -6,6 +6,7 @@ package main
 // else.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,11 +37,21 @@ func startSupervisorProcess(t *testing.T, bin, config string, env []string, comm
 		t.Fatal(err)
 	}
 	sp := &supervisorProcess{ctl: &runningCluster{socket: filepath.Join(dir, "s.sock")}, logs: &syncBuffer{}}
-	sp.cmd = exec.Command(bin, append([]string{"run", "-config", cfg, "-socket", sp.ctl.socket, "-listen", "127.0.0.1:0", "--"}, command...)...)
-	sp.cmd.Env = append(os.Environ(), env...)
-	sp.cmd.Stderr = sp.logs
-	if err := sp.cmd.Start(); err != nil {
-		t.Fatal(err)
+	for try := 0; ; try++ {
+		sp.cmd = exec.Command(bin, append([]string{"run", "-config", cfg, "-socket", sp.ctl.socket, "-listen", "127.0.0.1:0", "--"}, command...)...)
+		sp.cmd.Env = append(os.Environ(), env...)
+		sp.cmd.Stderr = sp.logs
+		err := sp.cmd.Start()
+		if err == nil {
+			break
+		}
+		// A copied binary (copyTestBinary) may be "text file busy" for a moment: a parallel
+		// test forked while the copy was open for writing, and its child holds that
+		// descriptor until it execs (golang.org/issue/22315). The go command retries too.
+		if !errors.Is(err, syscall.ETXTBSY) || try == 50 {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	t.Cleanup(func() {
 		sp.cmd.Process.Signal(syscall.SIGCONT)
