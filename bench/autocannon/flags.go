@@ -12,6 +12,7 @@ import (
 
 	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/loadgen"
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // options are the command line's settings, named and defaulted as autocannon's.
@@ -95,7 +96,7 @@ var flagDefs = []flagDef{
 	{[]string{"overallRate", "R"}, valueFlag, func(o *options, v string) error { return rate(v, &o.overallRate) }},
 	{[]string{"connectionRate", "r"}, valueFlag, func(o *options, v string) error { return rate(v, &o.connectionRate) }},
 	{[]string{"local-addrs"}, valueFlag, func(o *options, v string) (err error) {
-		o.localAddrs, err = parseAddrRange(v)
+		o.localAddrs, err = srcaddr.ParseList(v)
 		return err
 	}},
 	{[]string{"connect-rate"}, valueFlag, func(o *options, v string) error {

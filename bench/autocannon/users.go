@@ -22,6 +22,7 @@ import (
 	"github.com/onehost/onehost/internal/genhealth"
 	"github.com/onehost/onehost/internal/journey"
 	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 // usersUsage documents `autocannon users`.
@@ -170,49 +171,10 @@ func parseUsersArgs(args []string, stderr io.Writer) (usersOptions, error) {
 		o.startAt = time.UnixMilli(*startAt)
 	}
 	var err error
-	if o.localAddrs, err = parseAddrRange(*addrs); err != nil {
+	if o.localAddrs, err = srcaddr.ParseList(*addrs); err != nil {
 		return o, fmt.Errorf("users: -local-addrs: %w", err)
 	}
 	return o, nil
-}
-
-// parseAddrRange reads "A-B" (every address from A to B), "A,B,…" or "" (none).
-func parseAddrRange(s string) ([]netip.Addr, error) {
-	if s == "" {
-		return nil, nil
-	}
-	if from, to, ok := strings.Cut(s, "-"); ok {
-		a, err := netip.ParseAddr(strings.TrimSpace(from))
-		if err != nil {
-			return nil, err
-		}
-		b, err := netip.ParseAddr(strings.TrimSpace(to))
-		if err != nil {
-			return nil, err
-		}
-		if a.BitLen() != b.BitLen() || b.Less(a) {
-			return nil, fmt.Errorf("%q: want a range from a lower to a higher address of one family", s)
-		}
-		var out []netip.Addr
-		for x := a; ; x = x.Next() {
-			out = append(out, x)
-			if x == b {
-				return out, nil
-			}
-			if len(out) >= 1<<16 {
-				return nil, fmt.Errorf("%q: more than 65,536 addresses", s)
-			}
-		}
-	}
-	var out []netip.Addr
-	for _, f := range strings.Split(s, ",") {
-		a, err := netip.ParseAddr(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // runUsers is `autocannon users`: a run, a search, or (with usersChildEnv set) one child

@@ -22,6 +22,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/onehost/onehost/internal/journey"
+	"github.com/onehost/onehost/internal/srcaddr"
 )
 
 func TestParseUsersArgs(t *testing.T) {
@@ -81,37 +82,8 @@ func TestParseUsersArgs(t *testing.T) {
 	}
 }
 
-func TestParseAddrRange(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    string
-		wantErr bool
-	}{
-		{"", "[]", false},
-		{"127.0.0.2-127.0.0.4", "[127.0.0.2 127.0.0.3 127.0.0.4]", false},
-		{"127.0.0.2 - 127.0.0.2", "[127.0.0.2]", false},
-		{"127.0.0.255-127.0.1.1", "[127.0.0.255 127.0.1.0 127.0.1.1]", false},
-		{"127.0.0.2,127.0.0.7", "[127.0.0.2 127.0.0.7]", false},
-		{"127.0.0.4-127.0.0.2", "", true},
-		{"127.0.0.1-::1", "", true},
-		{"10.0.0.0-10.1.0.0", "", true},
-		{"localhost", "", true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := parseAddrRange(tc.in)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("parseAddrRange error = %v, want error %v", err, tc.wantErr)
-			}
-			if !tc.wantErr && fmt.Sprint(got) != tc.want {
-				t.Errorf("parseAddrRange = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestSplitAddrs(t *testing.T) {
-	addrs, _ := parseAddrRange("127.0.0.2-127.0.0.9")
+	addrs, _ := srcaddr.ParseList("127.0.0.2-127.0.0.9")
 	tests := []struct {
 		name  string
 		addrs []netip.Addr

@@ -153,50 +153,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		u.Host = net.JoinHostPort(u.Hostname(), "80")
 	}
 	o.target = u
-	if o.addrs, err = parseAddrRange(*addrs); err != nil {
+	if o.addrs, err = srcaddr.ParseList(*addrs); err != nil {
 		return o, fmt.Errorf("-local-addrs: %w", err)
 	}
 	return o, nil
-}
-
-// parseAddrRange parses -local-addrs: "A-B" (every address from A to B) or "A,B,…"; as
-// bench/autocannon's flag of the same name.
-func parseAddrRange(s string) ([]netip.Addr, error) {
-	if s == "" {
-		return nil, nil
-	}
-	if from, to, ok := strings.Cut(s, "-"); ok {
-		a, err := netip.ParseAddr(strings.TrimSpace(from))
-		if err != nil {
-			return nil, err
-		}
-		b, err := netip.ParseAddr(strings.TrimSpace(to))
-		if err != nil {
-			return nil, err
-		}
-		if a.BitLen() != b.BitLen() || b.Less(a) {
-			return nil, fmt.Errorf("%q: want a range from a lower to a higher address of one family", s)
-		}
-		var out []netip.Addr
-		for x := a; ; x = x.Next() {
-			out = append(out, x)
-			if x == b {
-				return out, nil
-			}
-			if len(out) >= 1<<16 {
-				return nil, fmt.Errorf("%q: more than 65,536 addresses", s)
-			}
-		}
-	}
-	var out []netip.Addr
-	for _, f := range strings.Split(s, ",") {
-		a, err := netip.ParseAddr(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // result is the JSON line a run prints.

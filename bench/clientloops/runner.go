@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/onehost/onehost/internal/httpframe"
+	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/srcaddr"
 )
 
@@ -498,21 +497,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// readRSS is the process's resident set in bytes: /proc/self/statm's second field.
+// readRSS is the process's resident set in bytes (0 if unreadable).
 func readRSS() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * int64(os.Getpagesize())
+	rss, _ := procstat.RSS("", os.Getpid())
+	return rss
 }
 
 var errStopped = errors.New("engine stopped")

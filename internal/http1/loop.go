@@ -116,6 +116,12 @@ type shedReserve struct {
 	fd int // -1 while given away or when it could not be had
 }
 
+func newShedReserve() *shedReserve {
+	r := &shedReserve{fd: -1}
+	r.refill()
+	return r
+}
+
 func (r *shedReserve) refill() {
 	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 		r.fd = fd
@@ -139,8 +145,7 @@ func (s *Server) serveLoops(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	shed := &shedReserve{fd: -1}
-	shed.refill()
+	shed := newShedReserve()
 	defer shed.close()
 	n := runtime.GOMAXPROCS(0)
 	loops := make([]*loop, 0, n)
@@ -542,7 +547,7 @@ func (l *loop) accept() {
 		}
 		fd := int(nfd)
 		if l.shed.fd < 0 {
-			l.shed.refill()
+			l.shed.refill() // given away while shedding, or not had at the start
 		}
 		// What net's accepted TCP connections get by default: no Nagle, keep-alive
 		// probes after 15 s. They fail harmlessly on a Unix socket.

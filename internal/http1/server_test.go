@@ -52,6 +52,13 @@ func forTransports(t *testing.T, test func(t *testing.T, transport string)) {
 
 func startServer(t *testing.T, s *Server) string {
 	t.Helper()
+	return startListener(t, s).Addr().String()
+}
+
+// startListener serves s on a new listener until the test ends, then checks that Shutdown
+// drains within 5 s and Serve returns ErrServerClosed.
+func startListener(t *testing.T, s *Server) net.Listener {
+	t.Helper()
 	if s.Handler == nil {
 		s.Handler = echoHandler{}
 	}
@@ -71,7 +78,7 @@ func startServer(t *testing.T, s *Server) string {
 			t.Errorf("Serve = %v, want ErrServerClosed", err)
 		}
 	})
-	return ln.Addr().String()
+	return ln
 }
 
 type response struct {

@@ -502,6 +502,23 @@ func (st *state) rss(pid int) int64 {
 	return pages * st.pageSize
 }
 
+// RSS is the resident memory of one process in bytes, from root/PID/statm (root "" is
+// /proc), for a caller that wants one reading rather than a Sampler.
+func RSS(root string, pid int) (int64, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "statm"))
+	if err != nil {
+		return 0, fmt.Errorf("read rss: %w", err)
+	}
+	pages, err := parseStatmRSS(b)
+	if err != nil {
+		return 0, err
+	}
+	return pages * int64(os.Getpagesize()), nil
+}
+
 // memory sums the tree's resident memory.
 func (st *state) memory(tree map[key]procStat) (rss int64) {
 	for k := range tree {

@@ -619,3 +619,32 @@ func TestTreeRoots(t *testing.T) {
 		}
 	}
 }
+
+func TestRSS(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "42"), 0o755)
+	os.WriteFile(filepath.Join(root, "42", "statm"), []byte("1000 25 10 1 0 30 0\n"), 0o644)
+	os.MkdirAll(filepath.Join(root, "43"), 0o755)
+	os.WriteFile(filepath.Join(root, "43", "statm"), []byte("1000\n"), 0o644)
+	tests := []struct {
+		name    string
+		pid     int
+		want    int64
+		wantErr bool
+	}{
+		{"resident pages times the page size", 42, 25 * int64(os.Getpagesize()), false},
+		{"too few fields", 43, 0, true},
+		{"gone", 44, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RSS(root, tt.pid)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("RSS = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	if self, err := RSS("", os.Getpid()); err != nil || self <= 0 {
+		t.Errorf("RSS of this process = %d, %v", self, err)
+	}
+}

@@ -17,6 +17,7 @@
 package srcaddr
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
@@ -135,4 +136,44 @@ func Control(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// ParseList reads a -local-addrs value: "A-B" (every address from A to B), "A,B,…" or ""
+// (none).
+func ParseList(s string) ([]netip.Addr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if from, to, ok := strings.Cut(s, "-"); ok {
+		a, err := netip.ParseAddr(strings.TrimSpace(from))
+		if err != nil {
+			return nil, err
+		}
+		b, err := netip.ParseAddr(strings.TrimSpace(to))
+		if err != nil {
+			return nil, err
+		}
+		if a.BitLen() != b.BitLen() || b.Less(a) {
+			return nil, fmt.Errorf("%q: want a range from a lower to a higher address of one family", s)
+		}
+		var out []netip.Addr
+		for x := a; ; x = x.Next() {
+			out = append(out, x)
+			if x == b {
+				return out, nil
+			}
+			if len(out) >= 1<<16 {
+				return nil, fmt.Errorf("%q: more than 65,536 addresses", s)
+			}
+		}
+	}
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

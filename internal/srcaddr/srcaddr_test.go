@@ -1,10 +1,12 @@
 package srcaddr
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,4 +64,47 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestParseList(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{"", "[]", false},
+		{"127.0.0.2-127.0.0.4", "[127.0.0.2 127.0.0.3 127.0.0.4]", false},
+		{"127.0.0.2 - 127.0.0.2", "[127.0.0.2]", false},
+		{"127.0.0.255-127.0.1.1", "[127.0.0.255 127.0.1.0 127.0.1.1]", false},
+		{"127.0.0.2,127.0.0.7", "[127.0.0.2 127.0.0.7]", false},
+		{"127.0.0.4-127.0.0.2", "", true},
+		{"127.0.0.1-::1", "", true},
+		{"10.0.0.0-10.1.0.0", "", true},
+		{"localhost", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseList(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseList error = %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && fmt.Sprint(got) != tc.want {
+				t.Errorf("ParseList = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseList: any input gives addresses or an error, never a panic, and never more
+// than the 65,536 addresses a range may name.
+func FuzzParseList(f *testing.F) {
+	for _, s := range []string{"", "127.0.0.2-127.0.0.9", "127.0.0.2,127.0.0.7", "::1-::3", "10.0.0.0-10.1.0.0", "a-b-c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		addrs, err := ParseList(s)
+		if err == nil && len(addrs) > 1<<16 && !strings.Contains(s, ",") {
+			t.Errorf("ParseList(%q): %d addresses", s, len(addrs))
+		}
+	})
 }
