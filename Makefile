@@ -158,6 +158,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/http1/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/httpframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseList$$' -fuzztime 30s ./internal/srcaddr/
+	$(GO) test -run '^$$' -fuzz '^FuzzCountPairs$$' -fuzztime 30s ./internal/procstat/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateBody$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzWireMessages$$' -fuzztime 30s ./internal/feed/

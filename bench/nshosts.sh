@@ -5,6 +5,12 @@
 # them in /tmp/nshosts. `up` prints the -load-hosts flags for ceiling challenge/sweep; the
 # server listens on 10.232.0.1, which every host reaches. The same layout as the tests'
 # (internal/loadhosts/nstest), for measuring by hand. Root; needs iproute2, openssh-server.
+# CPUS=0 bench/nshosts.sh up 2 starts each sshd under `taskset -c 0`: whatever it runs (the
+# generators) inherits the affinity, so on one machine the "hosts" keep off the server's core
+# as a local generator pinned with -gen-cpus does. TW_REUSE=1 sets net.ipv4.tcp_tw_reuse=1 in
+# each host's namespace (the default, 2, lets connect() reuse a TIME_WAIT port on loopback
+# only: a search's trials over a veth, one source address each, then run into the connect()
+# cliff of docs/bench.md at ~14,000 ports, the previous trial's TIME_WAIT included).
 set -eu
 cmd=${1:?usage: nshosts.sh up N | down N}; n=${2:-2}; d=/tmp/nshosts
 if [ "$cmd" = down ]; then
@@ -30,11 +36,13 @@ for i in $(seq 0 $((n - 1))); do
 	ip -n nshost$i addr add $remote_ip/30 dev nsh${i}b
 	ip -n nshost$i link set nsh${i}b up; ip -n nshost$i link set lo up
 	ip -n nshost$i route add default via $local_ip
+	[ "${TW_REUSE:-}" = 1 ] && ip netns exec nshost$i sysctl -q -w net.ipv4.tcp_tw_reuse=1
 	mkdir -p $d/h$i
 	ssh-keygen -q -t ed25519 -N '' -f $d/h$i/hostkey
 	printf 'Port 2222\nListenAddress %s\nHostKey %s\nAuthorizedKeysFile %s\nPidFile %s\nUsePAM no\nStrictModes no\nPasswordAuthentication no\nPermitRootLogin yes\nSubsystem sftp internal-sftp\n' \
 		$remote_ip $d/h$i/hostkey $d/authorized_keys $d/h$i/sshd.pid > $d/h$i/sshd_config
-	ip netns exec nshost$i /usr/sbin/sshd -f $d/h$i/sshd_config
+	pin=""; [ -n "${CPUS:-}" ] && pin="taskset -c $CPUS"
+	ip netns exec nshost$i $pin /usr/sbin/sshd -f $d/h$i/sshd_config
 	echo "[$remote_ip]:2222 $(cat $d/h$i/hostkey.pub)" >> $d/known_hosts
 	hosts="$hosts${hosts:+,}root@$remote_ip:2222"
 done

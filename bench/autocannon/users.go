@@ -40,6 +40,11 @@ More users than one process can hold open files for (its open-file limit less 51
 split over child processes of this binary, each on its own local-address range; -procs
 forces K.
 
+Before each trial it counts the sockets this host holds to the server (the previous
+trials' TIME_WAIT among them) and warns where a (source, server) pair would pass the
+connect() cliff: the fixes are net.ipv4.tcp_tw_reuse=1, a wider ip_local_port_range,
+-local-addrs, or a minute between trials (docs/bench.md).
+
 Flags:
 `
 
@@ -374,6 +379,19 @@ func (c *usersCmd) procsFor(users, flagProcs int) int {
 
 // trial runs cfg.Users users, in this process or split over children.
 func (c *usersCmd) trial(ctx context.Context, o usersOptions, cfg journey.Config) (journey.Result, error) {
+	// Checked here, once for all child processes: they share this host's ports.
+	var warnings []string
+	for _, w := range journey.CheckPorts(cfg) {
+		warnings = append(warnings, w.String())
+		fmt.Fprintf(c.stderr, "autocannon users: warning: %s\n", w)
+	}
+	res, err := c.runTrial(ctx, o, cfg)
+	res.PortWarnings = warnings
+	return res, err
+}
+
+// runTrial runs one trial in this process or, past usersPerProcess, in child processes.
+func (c *usersCmd) runTrial(ctx context.Context, o usersOptions, cfg journey.Config) (journey.Result, error) {
 	k := c.procsFor(cfg.Users, o.procs)
 	prog := &usersProgress{w: c.stderr, parts: make([]journey.Progress, k)}
 	if k == 1 {

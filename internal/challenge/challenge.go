@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -193,8 +194,12 @@ func trialLine(t Trial) string {
 		verdict = "FAIL (" + strings.Join(r.Reasons, ", ") + ")"
 	}
 	hold := holdStage(r)
-	return fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request; %s",
+	line := fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request; %s",
 		verdict, groupDigits(hold.RPS), ms(r.Latency.P95), ms(r.Latency.P99), r.Failures, r.Requests, us(t.PerRequest), r.Health)
+	for _, w := range r.PortWarnings { // the likely cause of a SATURATED verdict, said before it is guessed
+		line += "; generator ports: " + w
+	}
+	return line
 }
 
 func holdStage(r journey.Result) journey.Stage {
@@ -219,7 +224,8 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 	fmt.Fprintf(w, "\nThe challenge's score: the most users held with p95 < 500 ms, p99 < 1 s, < 1 %% failures.\n")
 	quota := "no CPU limit"
 	if cores > 0 {
-		quota = fmt.Sprintf("%g of one core each", cores)
+		// 3 × 0.2 is 0.6000000000000001 in floating point: print what was asked for.
+		quota = fmt.Sprintf("%g of one core each", math.Round(cores*1e6)/1e6)
 	}
 	fmt.Fprintf(w, "Servers: %s. Trials: ramp %v, hold %v, ramp-down %v (the challenge: 60s, 5m, 30s); confirmation hold %v; time scale %g (one user offers %g users' requests).\n",
 		quota, search.Run.Ramp, search.Run.Hold, search.Run.RampDown, search.ConfirmHold, ts, ts)

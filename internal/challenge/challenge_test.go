@@ -89,9 +89,9 @@ func TestRun(t *testing.T) {
 				t.Errorf("%d progress lines for %d trials of each server", len(lines), len(s.Trials))
 			}
 			var b strings.Builder
-			WriteReport(&b, scores, search, 0.2, "a note")
+			WriteReport(&b, scores, search, 3*0.2, "a note") // a cluster of 3's quota: 0.6000000000000001
 			out := b.String()
-			wants := []string{"0.2 of one core each", "a note", "ours", "peer", Published}
+			wants := []string{"0.6 of one core each", "a note", "ours", "peer", Published}
 			if tt.wantGenLimit > 0 {
 				wants = append(wants, "ours: the generator was SATURATED from "+groupDigits(float64(tt.wantGenLimit))+" users")
 				if tt.capacity < tt.genLimit {
@@ -135,5 +135,26 @@ func TestGroupDigits(t *testing.T) {
 		if got := groupDigits(in); got != want {
 			t.Errorf("groupDigits(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestTrialLinePortWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		warnings []string
+		want     string
+	}{
+		{"none", nil, ""},
+		{"a load host's", []string{"6000 connections from the kernel's source address to 10.0.0.2:80 …"},
+			"; generator ports: 6000 connections from the kernel's source address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Trial
+			tr.Result.PortWarnings = tc.warnings
+			line := trialLine(tr)
+			if got := strings.Contains(line, "generator ports:"); got != (tc.want != "") || !strings.Contains(line, tc.want) {
+				t.Errorf("trialLine = %q, want %q in it", line, tc.want)
+			}
+		})
 	}
 }

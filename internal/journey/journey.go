@@ -50,6 +50,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,6 +237,30 @@ func (t target) ip() netip.Addr {
 	}
 	a, _ := netip.ParseAddr(host)
 	return a
+}
+
+// CheckPorts says which of the run's (source, server) pairs would pass the connect()
+// cliff with the sockets this network namespace holds already to the server (the previous
+// trials' TIME_WAIT among them): srcaddr.Check on the spread Run plans, for cfg.Users
+// connections from this host. Call it before Run, once: it reads every socket of the
+// namespace. Nil when the URL's host is not a literal address or localhost.
+func CheckPorts(cfg Config) []srcaddr.Crowded {
+	tgt, err := parseTarget(cfg.URL)
+	if err != nil || !tgt.ip().IsValid() {
+		return nil
+	}
+	_, p, _ := net.SplitHostPort(tgt.addr)
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return nil
+	}
+	total := cfg.TotalUsers
+	if total == 0 {
+		total = max(cfg.FirstUser, 1) - 1 + cfg.Users
+	}
+	s := srcaddr.Plan(tgt.ip(), total, cfg.PerAddr, cfg.LocalAddrs)
+	s.Conns = cfg.Users // this host's share, over the same addresses
+	return srcaddr.Check(s, netip.AddrPortFrom(tgt.ip(), uint16(port)))
 }
 
 func parseTarget(raw string) (target, error) {

@@ -157,6 +157,10 @@ type Result struct {
 	Reasons []string         `json:"reasons,omitempty"`
 	// Spread says how the users' connections were spread over source addresses.
 	Spread srcaddr.Report `json:"spread"`
+	// PortWarnings are the (source, server) pairs this run pushed past the connect()
+	// cliff (CheckPorts, before it started), in words; a load host's come back with its
+	// result.
+	PortWarnings []string `json:"port_warnings,omitempty"`
 	// Engine is how the users ran (Config.Engine); empty in results from before it existed.
 	Engine string `json:"engine,omitempty"`
 	// Health is the generator's verdict (package genhealth); a saturated run is invalid,
@@ -252,6 +256,7 @@ func Merge(results ...Result) Result {
 			}
 		}
 		m.Users += r.Users
+		m.PortWarnings = append(m.PortWarnings, r.PortWarnings...)
 		m.Elapsed = max(m.Elapsed, r.Elapsed)
 		if i == 0 || r.HoldStart.Before(m.HoldStart) {
 			m.HoldStart = r.HoldStart

@@ -115,3 +115,64 @@ func parseHexAddr(b []byte) (netip.AddrPort, bool) {
 	ip, _ := netip.AddrFromSlice(net.IP(raw))
 	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), true
 }
+
+// PairCount is how many of a network namespace's TCP sockets go from one local address to
+// one remote address and port.
+type PairCount struct {
+	// TimeWait sockets keep their port for 60 s; connect() may take it again only where
+	// net.ipv4.tcp_tw_reuse allows (1; 2, the default, on loopback alone).
+	TimeWait int
+	// Other counts every other state but LISTEN.
+	Other int
+}
+
+// SocketsTo counts the TCP sockets of this process's network namespace whose remote end is
+// dst, per local address (/proc/net/tcp and tcp6 under root, "" for /proc). The kernel
+// prints every socket of the namespace for it, so it is for once per run, not per second.
+func SocketsTo(root string, dst netip.AddrPort) (map[netip.Addr]PairCount, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	out := make(map[netip.Addr]PairCount)
+	var firstErr error
+	for _, name := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join(root, "net", name))
+		if err != nil {
+			if firstErr == nil && name == "tcp" {
+				firstErr = err
+			}
+			continue // no IPv6
+		}
+		countPairs(b, dst, out)
+	}
+	return out, firstErr
+}
+
+// countPairs adds the lines of /proc/net/tcp or tcp6 whose remote address is dst to out,
+// by local address and state.
+func countPairs(b []byte, dst netip.AddrPort, out map[netip.Addr]PairCount) {
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if i == 0 { // header
+			continue
+		}
+		f := bytes.Fields(line) // sl local rem st …
+		if len(f) < 4 || string(f[3]) == "0A" {
+			continue
+		}
+		rem, ok := parseHexAddr(f[2])
+		if !ok || rem != dst {
+			continue
+		}
+		local, ok := parseHexAddr(f[1])
+		if !ok {
+			continue
+		}
+		c := out[local.Addr()]
+		if string(f[3]) == "06" { // TCP_TIME_WAIT
+			c.TimeWait++
+		} else {
+			c.Other++
+		}
+		out[local.Addr()] = c
+	}
+}

@@ -68,3 +68,68 @@ func TestListenersOwnProcess(t *testing.T) {
 	}
 	t.Errorf("Listeners(self) = %v, want %v among them", ls, want)
 }
+
+func TestCountPairs(t *testing.T) {
+	dst := netip.MustParseAddrPort("127.0.0.1:3000")
+	tcp := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 0100007F:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1\n" + // the listener
+		"   1: 0200007F:D1F2 0100007F:0BB8 01 00000000:00000000 00:00000000 00000000     0        0 333 1\n" +
+		"   2: 0200007F:D1F4 0100007F:0BB8 06 00000000:00000000 03:00001000 00000000     0        0 0 3\n" +
+		"   3: 0300007F:D1F4 0100007F:0BB8 06 00000000:00000000 03:00001000 00000000     0        0 0 3\n" +
+		"   4: 0200007F:D1F6 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 444 1\n" + // another port
+		"   5: 0100007F:0BB8 0200007F:D1F2 01 00000000:00000000 00:00000000 00000000     0        0 555 1\n" // the server's end
+	tests := []struct {
+		name  string
+		table string
+		want  map[netip.Addr]PairCount
+	}{
+		{"by local address and state", tcp, map[netip.Addr]PairCount{
+			netip.MustParseAddr("127.0.0.2"): {TimeWait: 1, Other: 1},
+			netip.MustParseAddr("127.0.0.3"): {TimeWait: 1},
+		}},
+		{"garbage", "header\nnot a line\n 0: zz:zz 0100007F:0BB8 01\n", map[netip.Addr]PairCount{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(map[netip.Addr]PairCount)
+			countPairs([]byte(tc.table), dst, got)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for a, c := range tc.want {
+				if got[a] != c {
+					t.Errorf("%v: got %+v, want %+v", a, got[a], c)
+				}
+			}
+		})
+	}
+}
+
+func FuzzCountPairs(f *testing.F) {
+	f.Add([]byte("h\n 1: 0200007F:D1F2 0100007F:0BB8 06 0:0 0:0 0 0 0 333 1\n"))
+	dst := netip.MustParseAddrPort("127.0.0.1:3000")
+	f.Fuzz(func(t *testing.T, b []byte) { countPairs(b, dst, make(map[netip.Addr]PairCount)) })
+}
+
+// TestSocketsToOwnConnection: a connection this process holds is counted under its local
+// address.
+func TestSocketsToOwnConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := SocketsTo("", netip.MustParseAddrPort(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := netip.MustParseAddrPort(c.LocalAddr().String()).Addr()
+	if got[local].Other < 1 {
+		t.Errorf("SocketsTo = %v, want the connection from %v", got, local)
+	}
+}

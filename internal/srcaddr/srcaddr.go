@@ -25,6 +25,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // Spread is how a run's connections are spread over source addresses.
@@ -77,23 +79,122 @@ const DefaultPerAddr = 5_000
 // of the even half of the ephemeral range in rangeFile ("" reads
 // /proc/sys/net/ipv4/ip_local_port_range).
 func PerAddr(rangeFile string) int {
+	lo, hi, ok := portRange(rangeFile)
+	if !ok {
+		return DefaultPerAddr
+	}
+	return max((hi-lo+1)/2*4/10, 1)
+}
+
+// portRange reads the ephemeral port range ("" reads /proc/sys/net/ipv4/ip_local_port_range).
+func portRange(rangeFile string) (lo, hi int, ok bool) {
 	if rangeFile == "" {
 		rangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 	}
 	b, err := os.ReadFile(rangeFile)
 	if err != nil {
-		return DefaultPerAddr
+		return 0, 0, false
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {
-		return DefaultPerAddr
+		return 0, 0, false
 	}
 	lo, err1 := strconv.Atoi(f[0])
 	hi, err2 := strconv.Atoi(f[1])
 	if err1 != nil || err2 != nil || hi <= lo {
-		return DefaultPerAddr
+		return 0, 0, false
 	}
-	return max((hi-lo+1)/2*4/10, 1)
+	return lo, hi, true
+}
+
+// Crowded is a (source, destination) pair that a run would push past the connect() cliff:
+// its planned connections and the ports the pair holds already come to more than the even
+// half of the ephemeral range, so each connect() scans the used ports.
+type Crowded struct {
+	Src       netip.Addr     // the zero Addr: the kernel's choice
+	Dst       netip.AddrPort //
+	Planned   int            // connections the run opens from Src
+	TimeWait  int            // the pair's ports in TIME_WAIT that connect() may not take again
+	InUse     int            // the pair's sockets in other states
+	Lo, Hi    int            // the ephemeral port range
+	EvenPorts int            // its even half, where connect() looks first
+}
+
+func (c Crowded) String() string {
+	src := "the kernel's source address"
+	if c.Src.IsValid() {
+		src = c.Src.String()
+	}
+	return fmt.Sprintf("%d connections from %s to %s on top of %d of that pair's ports in TIME_WAIT and %d in use: "+
+		"%d, more than the %d even ports of the ephemeral range %d-%d, so each connect() scans the used ports "+
+		"(the connect() cliff, docs/bench.md); set net.ipv4.tcp_tw_reuse=1, widen net.ipv4.ip_local_port_range, "+
+		"spread over -local-addrs, or wait out TIME_WAIT (60 s)",
+		c.Planned, src, c.Dst, c.TimeWait, c.InUse, c.Planned+c.TimeWait+c.InUse, c.EvenPorts, c.Lo, c.Hi)
+}
+
+// CheckPorts returns the pairs of s's connections to dst whose planned connections plus
+// the sockets the pair holds already (held, per local address: procstat.SocketsTo) exceed
+// the even half of the ephemeral range [lo, hi]. TIME_WAIT sockets count unless twReuse
+// (net.ipv4.tcp_tw_reuse) lets connect() take their ports: 1, or 2 on a loopback dst.
+// They matter between the trials of a search: each trial's closed connections hold their
+// ports for 60 s, and a search on a non-loopback path from one source address reaches the
+// cliff with half the connections it would hold alone. With no addresses in s (the
+// kernel's choice: one source per destination) every socket to dst counts.
+func CheckPorts(s Spread, dst netip.AddrPort, held map[netip.Addr]procstat.PairCount, lo, hi, twReuse int) []Crowded {
+	if hi <= lo || s.Conns <= 0 {
+		return nil
+	}
+	reuse := twReuse == 1 || twReuse == 2 && dst.Addr().Unmap().IsLoopback()
+	c0 := Crowded{Dst: dst, Lo: lo, Hi: hi, EvenPorts: (hi - lo + 2) / 2}
+	var out []Crowded
+	check := func(c Crowded, pc procstat.PairCount) {
+		if !reuse {
+			c.TimeWait = pc.TimeWait
+		}
+		c.InUse = pc.Other
+		if c.Planned+c.TimeWait+c.InUse > c.EvenPorts {
+			out = append(out, c)
+		}
+	}
+	if len(s.Addrs) == 0 {
+		var sum procstat.PairCount
+		for _, pc := range held {
+			sum.TimeWait += pc.TimeWait
+			sum.Other += pc.Other
+		}
+		c := c0
+		c.Planned = s.Conns
+		check(c, sum)
+		return out
+	}
+	n := len(s.Addrs)
+	for j, a := range s.Addrs {
+		c := c0
+		c.Src, c.Planned = a, (s.Conns-j+n-1)/n // connection i goes to Addrs[i%n]
+		check(c, held[a])
+	}
+	return out
+}
+
+// Check is CheckPorts on this machine: its port range, its net.ipv4.tcp_tw_reuse and the
+// sockets to dst in this network namespace. It reads every socket of the namespace, so it
+// is for once per run. Where /proc cannot be read it says nothing.
+func Check(s Spread, dst netip.AddrPort) []Crowded {
+	lo, hi, ok := portRange("")
+	if !ok {
+		return nil
+	}
+	twReuse := 2 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_tw_reuse"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			twReuse = v
+		}
+	}
+	held, err := procstat.SocketsTo("", dst)
+	if err != nil {
+		return nil
+	}
+	return CheckPorts(s, dst, held, lo, hi, twReuse)
 }
 
 // Plan spreads conns connections to dst. Given addresses are used as they are; with none,

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 func TestPerAddr(t *testing.T) {
@@ -107,4 +109,49 @@ func FuzzParseList(f *testing.F) {
 			t.Errorf("ParseList(%q): %d addresses", s, len(addrs))
 		}
 	})
+}
+
+func TestCheckPorts(t *testing.T) {
+	veth := netip.MustParseAddrPort("10.232.0.1:38200")
+	lo := netip.MustParseAddrPort("127.0.0.1:38200")
+	a2, a3 := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	host := netip.MustParseAddr("10.232.0.2")
+	for _, tc := range []struct {
+		name    string
+		s       Spread
+		dst     netip.AddrPort
+		held    map[netip.Addr]procstat.PairCount
+		twReuse int
+		want    []string // the crowded pairs: "src planned+timewait+inuse"
+	}{
+		// The two-host search of docs/bench.md: 6,000 users after a trial of 8,000 and
+		// one of 4,000 within the minute, over a veth, one source address.
+		{"remote, after two trials", Spread{Conns: 6000}, veth,
+			map[netip.Addr]procstat.PairCount{host: {TimeWait: 12001}}, 2, []string{"invalid IP 6000+12001+0"}},
+		{"remote, the same with tcp_tw_reuse=1", Spread{Conns: 6000}, veth,
+			map[netip.Addr]procstat.PairCount{host: {TimeWait: 12001}}, 1, nil},
+		{"remote, a first trial", Spread{Conns: 14000}, veth, nil, 2, nil},
+		{"remote, one trial too many", Spread{Conns: 14117}, veth, nil, 2, []string{"invalid IP 14117+0+0"}},
+		{"loopback reuses TIME_WAIT by default", Spread{Conns: 10000}, lo,
+			map[netip.Addr]procstat.PairCount{netip.MustParseAddr("127.0.0.1"): {TimeWait: 20000}}, 2, nil},
+		{"loopback, established connections count", Spread{Conns: 10000}, lo,
+			map[netip.Addr]procstat.PairCount{netip.MustParseAddr("127.0.0.1"): {Other: 5000}}, 2, []string{"invalid IP 10000+0+5000"}},
+		{"spread: only the crowded address", Spread{Conns: 10001, Addrs: []netip.Addr{a2, a3}}, lo,
+			map[netip.Addr]procstat.PairCount{a3: {Other: 9200}}, 0, []string{"127.0.0.3 5000+0+9200"}},
+		{"spread: TIME_WAIT counts with tcp_tw_reuse=0", Spread{Conns: 10001, Addrs: []netip.Addr{a2, a3}}, lo,
+			map[netip.Addr]procstat.PairCount{a2: {TimeWait: 9200}}, 0, []string{"127.0.0.2 5001+9200+0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range CheckPorts(tc.s, tc.dst, tc.held, 32768, 60999, tc.twReuse) {
+				got = append(got, fmt.Sprintf("%v %d+%d+%d", c.Src, c.Planned, c.TimeWait, c.InUse))
+				if c.EvenPorts != 14116 || !strings.Contains(c.String(), "tcp_tw_reuse=1") {
+					t.Errorf("%+v: even ports %d, text %q", c, c.EvenPorts, c)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("crowded %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
