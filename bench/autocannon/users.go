@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -620,6 +621,13 @@ func (c *usersCmd) child(ctx context.Context, specJSON string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			enc.Encode(usersChildMessage{Progress: &p})
+		}
+	}
+	if dir := c.getenv("AUTOCANNON_TRACE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("child-%d.trace", os.Getpid())))
+		if err == nil {
+			trace.Start(f)
+			defer func() { trace.Stop(); f.Close() }()
 		}
 	}
 	res, runErr := journey.Run(ctx, cfg)
