@@ -32,6 +32,7 @@ type challengeConfig struct {
 	instances                      int
 	cores                          float64
 	serverCPUs, genCPUs            string
+	genFIFO                        int
 	users                          int
 	search                         journey.SearchConfig
 	timeScale                      float64
@@ -51,6 +52,7 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 	fs.Float64Var(&c.cores, "cpu", 0.2, "CPU quota per worker, in cores (0.2 = 20 % of one core; the cluster gets instances times it); 0: no quota")
 	fs.StringVar(&c.serverCPUs, "server-cpus", "", "cores the server runs on (default: the last core)")
 	fs.StringVar(&c.genCPUs, "gen-cpus", "", "cores the load generator runs on (default: all others)")
+	fs.IntVar(&c.genFIFO, "gen-fifo", 0, "run the load generator at this SCHED_FIFO real-time priority (1-99, root): nothing else on its cores delays its timers (docs/bench.md, the late seconds at 50,000 users); 0: the normal policy")
 	fs.IntVar(&c.users, "users", 0, "run one trial of this many users instead of the search")
 	fs.Float64Var(&c.timeScale, "time-scale", 2, "each user offers this many users' requests (think times divided by it): 20,000 users at 2 are 40,000 user-equivalents, within one generator process's descriptors")
 	fs.DurationVar(&c.search.Run.Ramp, "ramp", 30*time.Second, "ramp-up of each trial (the challenge: 60s)")
@@ -90,6 +92,8 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 		return c, fmt.Errorf("challenge: -time-scale %v: want 1 or more", c.timeScale)
 	case c.users < 0:
 		return c, fmt.Errorf("challenge: -users %d: want 0 (search) or a number of users", c.users)
+	case c.genFIFO < 0 || c.genFIFO > 99:
+		return c, fmt.Errorf("challenge: -gen-fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", c.genFIFO)
 	}
 	if c.search.Warmup == 0 {
 		c.search.Warmup = -1 // journey.SearchConfig: negative is none
@@ -139,7 +143,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 				math.Round(quotaCores*1e6)/1e6, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
 		}
 	}
-	pin := selfPin(self)
+	genPin := selfPinFIFO(self, c.genFIFO)
 
 	ours := challenge.Server{Name: "worker"}
 	if c.instances > 0 {
@@ -178,7 +182,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 
 	search := c.search
 	search.Trial = func(ctx context.Context, rc journey.Config) (journey.Result, error) {
-		return generatorTrial(ctx, pin(genCPUs, usersArgv(c.autocannon, c.tokens, rc, rc.Users)))
+		return generatorTrial(ctx, genPin(genCPUs, usersArgv(c.autocannon, c.tokens, rc, rc.Users)))
 	}
 	if len(c.hosts.hosts) > 0 {
 		ht := &hostsTrial{ssh: c.hosts.ssh(), hosts: c.hosts.hosts, autocannon: c.autocannon, tokens: c.tokens, lead: c.hosts.lead}

@@ -55,6 +55,8 @@ func TestRunErrors(t *testing.T) {
 		{"model with a missing csv", []string{"model", "-csv", "/nonexistent/x.csv"}, "read results"},
 		{"pin without command", []string{"pin", "-cpus", "0"}, "no command given"},
 		{"pin with a bad list", []string{"pin", "-cpus", "x", "true"}, "parse cpu list"},
+		{"pin with a bad priority", []string{"pin", "-cpus", "0", "-fifo", "100", "true"}, "-fifo 100: want 1-99"},
+		{"challenge with a bad priority", []string{"challenge", "-gen-fifo", "-1"}, "-gen-fifo -1: want 1-99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -79,6 +81,27 @@ func TestPin(t *testing.T) {
 	}
 	if got := strings.Fields(string(out)); len(got) != 2 || got[1] != "0" {
 		t.Errorf("got %q, want Cpus_allowed_list: 0", out)
+	}
+}
+
+// TestPinFIFO: `pin -fifo N` runs the command, and what it starts, under SCHED_FIFO
+// (policy 1 in /proc/PID/stat's 41st field; cut's own, inherited from the shell).
+func TestPinFIFO(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "pin", "-cpus", "0", "-fifo", "5", "--", "/bin/sh", "-c", "cut -d' ' -f40,41 /proc/self/stat")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "operation not permitted") {
+		t.Skipf("no real-time priority here (root or CAP_SYS_NICE, and RT time in this cgroup): %s", out)
+	}
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != "5" || got[1] != "1" {
+		t.Errorf("got %q, want rt_priority 5 and policy 1 (SCHED_FIFO)", out)
 	}
 }
 
