@@ -134,8 +134,8 @@ ceiling-quick: build $(if $(APP)$(APP_CONFIG),,seed)
 # users it holds (p95 < 500 ms, p99 < 1 s, < 1 % failures) from the other cores, shortened
 # holds (printed), CPU per request; PEER_FEED=DIR (a node-feed peer with node_modules) is
 # scored in the same run. A search takes 20-40 minutes; challenge-quick about 10 per server.
-# Where the generator has one core, CHALLENGE_FLAGS=-time-scale 3 keeps its connections below
-# where it stops keeping time (~11,000-16,000 of them; docs/bench.md).
+# Where the generator shares its core with anything, CHALLENGE_FLAGS=-gen-fifo 10 (root) runs
+# it at real-time priority so that other tasks do not make its timers late (docs/bench.md).
 PEER_FEED ?=
 CHALLENGE_FLAGS ?=
 CHALLENGE_PEER = $(if $(PEER_FEED),-peer-feed $(PEER_FEED))
@@ -159,6 +159,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/httpframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseList$$' -fuzztime 30s ./internal/srcaddr/
 	$(GO) test -run '^$$' -fuzz '^FuzzCountPairs$$' -fuzztime 30s ./internal/procstat/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSockstat$$' -fuzztime 30s ./internal/procstat/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCreateBody$$' -fuzztime 60s ./internal/feed/
 	$(GO) test -run '^$$' -fuzz '^FuzzWireMessages$$' -fuzztime 30s ./internal/feed/

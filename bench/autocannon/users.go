@@ -46,6 +46,9 @@ trials' TIME_WAIT among them) and warns where a (source, server) pair would pass
 connect() cliff: the fixes are net.ipv4.tcp_tw_reuse=1, a wider ip_local_port_range,
 -local-addrs, or a minute between trials (docs/bench.md).
 
+AUTOCANNON_TRACE=DIR writes a Go execution trace of each child process of a split run to
+DIR/child-PID.trace (go tool trace), for finding where a generator lost time.
+
 Flags:
 `
 

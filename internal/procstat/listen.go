@@ -3,6 +3,7 @@ package procstat
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"encoding/hex"
 	"net"
 	"net/netip"
@@ -175,4 +176,48 @@ func countPairs(b []byte, dst netip.AddrPort, out map[netip.Addr]PairCount) {
 		}
 		out[local.Addr()] = c
 	}
+}
+
+// TCPCounts reads /proc/net/sockstat's TCP line under root ("" for /proc): the network
+// namespace's TCP sockets in use (every state but TIME_WAIT, listeners included) and in
+// TIME_WAIT. It costs one short read, where SocketsTo reads every socket: a caller can
+// tell from it that no pair can be crowded.
+func TCPCounts(root string) (inUse, timeWait int, err error) {
+	if root == "" {
+		root = "/proc"
+	}
+	b, err := os.ReadFile(filepath.Join(root, "net", "sockstat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	inUse, timeWait, ok := parseSockstat(b)
+	if !ok {
+		return 0, 0, errors.New("parse /proc/net/sockstat: no TCP line")
+	}
+	return inUse, timeWait, nil
+}
+
+// parseSockstat reads "TCP: inuse N orphan N tw N alloc N mem N" from sockstat.
+func parseSockstat(b []byte) (inUse, timeWait int, ok bool) {
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) == 0 || string(f[0]) != "TCP:" {
+			continue
+		}
+		var haveUse, haveTW bool
+		for i := 1; i+1 < len(f); i += 2 {
+			v, err := strconv.Atoi(string(f[i+1]))
+			if err != nil || v < 0 {
+				return 0, 0, false
+			}
+			switch string(f[i]) {
+			case "inuse":
+				inUse, haveUse = v, true
+			case "tw":
+				timeWait, haveTW = v, true
+			}
+		}
+		return inUse, timeWait, haveUse && haveTW
+	}
+	return 0, 0, false
 }

@@ -133,3 +133,32 @@ func TestSocketsToOwnConnection(t *testing.T) {
 		t.Errorf("SocketsTo = %v, want the connection from %v", got, local)
 	}
 }
+
+func TestParseSockstat(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		in        string
+		inUse, tw int
+		ok        bool
+	}{
+		{"linux", "sockets: used 148\nTCP: inuse 5 orphan 0 tw 12001 alloc 29004 mem 1\nUDP: inuse 1 mem 0\n", 5, 12001, true},
+		{"no tw field", "TCP: inuse 5 orphan 0\n", 0, 0, false},
+		{"bad number", "TCP: inuse x tw 3\n", 0, 0, false},
+		{"no TCP line", "UDP: inuse 1\n", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inUse, tw, ok := parseSockstat([]byte(tc.in))
+			if ok != tc.ok || ok && (inUse != tc.inUse || tw != tc.tw) {
+				t.Errorf("got %d, %d, %v; want %d, %d, %v", inUse, tw, ok, tc.inUse, tc.tw, tc.ok)
+			}
+		})
+	}
+	if _, _, err := TCPCounts(""); err != nil {
+		t.Errorf("TCPCounts on this machine: %v", err)
+	}
+}
+
+func FuzzParseSockstat(f *testing.F) {
+	f.Add([]byte("TCP: inuse 5 orphan 0 tw 12001 alloc 29004 mem 1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { parseSockstat(b) })
+}
