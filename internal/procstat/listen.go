@@ -3,8 +3,8 @@ package procstat
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
