@@ -627,9 +627,16 @@ func (c *usersCmd) child(ctx context.Context, specJSON string) error {
 		}
 	}
 	if dir := c.getenv("AUTOCANNON_TRACE"); dir != "" {
+		// A diagnostic: the run goes on without it, and says so.
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("child-%d.trace", os.Getpid())))
 		if err == nil {
-			trace.Start(f)
+			if err = trace.Start(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "autocannon users: AUTOCANNON_TRACE: %v\n", err)
+		} else {
 			defer func() { trace.Stop(); f.Close() }()
 		}
 	}

@@ -127,7 +127,9 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 	defer os.RemoveAll(work)
 
 	logf := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	quotaCores := c.cores * float64(max(c.instances, 1))
+	// Rounded to a millionth of a core: 3 × 0.2 is 0.6000000000000001 in floating point,
+	// and the quota is printed and written as asked for.
+	quotaCores := math.Round(c.cores*float64(max(c.instances, 1))*1e6) / 1e6
 	note := ""
 	if c.cores > 0 {
 		// Say now, not after an hour, whether the quota can be had here.
@@ -138,9 +140,8 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			quotaCores = 0
 		} else {
 			q.Remove()
-			// Rounded for the text: 3 × 0.2 cores is 0.6000000000000001 in floating point.
 			note = fmt.Sprintf("CPU quota: %g cores (cgroup v%d, %v period) for each server, on cores %s; the generator on cores %s.",
-				math.Round(quotaCores*1e6)/1e6, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
+				quotaCores, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
 		}
 	}
 	genPin := selfPinFIFO(self, c.genFIFO)

@@ -50,7 +50,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,30 +238,6 @@ func (t target) ip() netip.Addr {
 	return a
 }
 
-// CheckPorts says which of the run's (source, server) pairs would pass the connect()
-// cliff with the sockets this network namespace holds already to the server (the previous
-// trials' TIME_WAIT among them): srcaddr.Check on the spread Run plans, for cfg.Users
-// connections from this host. Call it before Run, once: it reads every socket of the
-// namespace. Nil when the URL's host is not a literal address or localhost.
-func CheckPorts(cfg Config) []srcaddr.Crowded {
-	tgt, err := parseTarget(cfg.URL)
-	if err != nil || !tgt.ip().IsValid() {
-		return nil
-	}
-	_, p, _ := net.SplitHostPort(tgt.addr)
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return nil
-	}
-	total := cfg.TotalUsers
-	if total == 0 {
-		total = max(cfg.FirstUser, 1) - 1 + cfg.Users
-	}
-	s := srcaddr.Plan(tgt.ip(), total, cfg.PerAddr, cfg.LocalAddrs)
-	s.Conns = cfg.Users // this host's share, over the same addresses
-	return srcaddr.Check(s, netip.AddrPortFrom(tgt.ip(), uint16(port)))
-}
-
 func parseTarget(raw string) (target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -389,7 +364,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // run is Run once the configuration is checked.
 func (r *runner) run(ctx context.Context) (Result, error) {
 	cfg, tgt := r.cfg, r.tgt
-	r.spread = srcaddr.Plan(tgt.ip(), cfg.TotalUsers, cfg.PerAddr, cfg.LocalAddrs)
+	r.spread = cfg.plan(tgt)
 	if r.start.IsZero() {
 		r.start = time.Now()
 	}

@@ -134,19 +134,16 @@ func SocketsTo(root string, dst netip.AddrPort) (map[netip.Addr]PairCount, error
 	if root == "" {
 		root = "/proc"
 	}
+	b, err := os.ReadFile(filepath.Join(root, "net", "tcp"))
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[netip.Addr]PairCount)
-	var firstErr error
-	for _, name := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile(filepath.Join(root, "net", name))
-		if err != nil {
-			if firstErr == nil && name == "tcp" {
-				firstErr = err
-			}
-			continue // no IPv6
-		}
+	countPairs(b, dst, out)
+	if b, err := os.ReadFile(filepath.Join(root, "net", "tcp6")); err == nil { // absent without IPv6
 		countPairs(b, dst, out)
 	}
-	return out, firstErr
+	return out, nil
 }
 
 // countPairs adds the lines of /proc/net/tcp or tcp6 whose remote address is dst to out,

@@ -111,13 +111,23 @@ func portRange(rangeFile string) (lo, hi int, ok bool) {
 // its planned connections and the ports the pair holds already come to more than the even
 // half of the ephemeral range, so each connect() scans the used ports.
 type Crowded struct {
-	Src       netip.Addr     // the zero Addr: the kernel's choice
-	Dst       netip.AddrPort //
-	Planned   int            // connections the run opens from Src
-	TimeWait  int            // the pair's ports in TIME_WAIT that connect() may not take again
-	InUse     int            // the pair's sockets in other states
-	Lo, Hi    int            // the ephemeral port range
-	EvenPorts int            // its even half, where connect() looks first
+	Src      netip.Addr     // the zero Addr: the kernel's choice
+	Dst      netip.AddrPort //
+	Planned  int            // connections the run opens from Src
+	TimeWait int            // the pair's ports in TIME_WAIT that connect() may not take again
+	InUse    int            // the pair's sockets in other states
+	Lo, Hi   int            // the ephemeral port range
+}
+
+// EvenPorts is the even half of the range, where connect() looks first.
+func (c Crowded) EvenPorts() int { return evenPorts(c.Lo, c.Hi) }
+
+func evenPorts(lo, hi int) int { return (hi - lo + 2) / 2 }
+
+// twReusable says whether connect() may take a TIME_WAIT port to dst again: with
+// net.ipv4.tcp_tw_reuse 1, or 2 (Linux's default) on loopback.
+func twReusable(twReuse int, dst netip.AddrPort) bool {
+	return twReuse == 1 || twReuse == 2 && dst.Addr().Unmap().IsLoopback()
 }
 
 func (c Crowded) String() string {
@@ -129,7 +139,7 @@ func (c Crowded) String() string {
 		"%d, more than the %d even ports of the ephemeral range %d-%d, so each connect() scans the used ports "+
 		"(the connect() cliff, docs/bench.md); set net.ipv4.tcp_tw_reuse=1, widen net.ipv4.ip_local_port_range, "+
 		"spread over -local-addrs, or wait out TIME_WAIT (60 s)",
-		c.Planned, src, c.Dst, c.TimeWait, c.InUse, c.Planned+c.TimeWait+c.InUse, c.EvenPorts, c.Lo, c.Hi)
+		c.Planned, src, c.Dst, c.TimeWait, c.InUse, c.Planned+c.TimeWait+c.InUse, c.EvenPorts(), c.Lo, c.Hi)
 }
 
 // CheckPorts returns the pairs of s's connections to dst whose planned connections plus
@@ -144,15 +154,15 @@ func CheckPorts(s Spread, dst netip.AddrPort, held map[netip.Addr]procstat.PairC
 	if hi <= lo || s.Conns <= 0 {
 		return nil
 	}
-	reuse := twReuse == 1 || twReuse == 2 && dst.Addr().Unmap().IsLoopback()
-	c0 := Crowded{Dst: dst, Lo: lo, Hi: hi, EvenPorts: (hi - lo + 2) / 2}
+	reuse := twReusable(twReuse, dst)
+	c0 := Crowded{Dst: dst, Lo: lo, Hi: hi}
 	var out []Crowded
 	check := func(c Crowded, pc procstat.PairCount) {
 		if !reuse {
 			c.TimeWait = pc.TimeWait
 		}
 		c.InUse = pc.Other
-		if c.Planned+c.TimeWait+c.InUse > c.EvenPorts {
+		if c.Planned+c.TimeWait+c.InUse > evenPorts(lo, hi) {
 			out = append(out, c)
 		}
 	}
@@ -202,10 +212,10 @@ func Check(s Spread, dst netip.AddrPort) []Crowded {
 	}
 	if inUse, tw, err := procstat.TCPCounts(""); err == nil {
 		held := inUse
-		if !(twReuse == 1 || twReuse == 2 && dst.Addr().Unmap().IsLoopback()) {
+		if !twReusable(twReuse, dst) {
 			held += tw
 		}
-		if s.MaxPerPair()+held <= (hi-lo+2)/2 {
+		if s.MaxPerPair()+held <= evenPorts(lo, hi) {
 			return nil // the whole namespace holds too few sockets for any pair to be crowded
 		}
 	}

@@ -145,8 +145,8 @@ func TestCheckPorts(t *testing.T) {
 			var got []string
 			for _, c := range CheckPorts(tc.s, tc.dst, tc.held, 32768, 60999, tc.twReuse) {
 				got = append(got, fmt.Sprintf("%v %d+%d+%d", c.Src, c.Planned, c.TimeWait, c.InUse))
-				if c.EvenPorts != 14116 || !strings.Contains(c.String(), "tcp_tw_reuse=1") {
-					t.Errorf("%+v: even ports %d, text %q", c, c.EvenPorts, c)
+				if c.EvenPorts() != 14116 || !strings.Contains(c.String(), "tcp_tw_reuse=1") {
+					t.Errorf("%+v: even ports %d, text %q", c, c.EvenPorts(), c)
 				}
 			}
 			if !slices.Equal(got, tc.want) {
