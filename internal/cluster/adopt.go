@@ -244,7 +244,6 @@ func (s *Supervisor) adoptWorker(sl *slot, a *adoptee) {
 	s.procs[p] = struct{}{}
 	sl.cur, sl.state = p, ""
 	s.signals = true // it spoke ipc: its successors are waited for
-	p.readyOnce.Do(func() { close(p.ready) })
 	s.becameReady(p, readyAdopted)
 	go func() { // waiter: not our child, so no wait(2); its pidfd becomes readable at exit
 		fds := []unix.PollFd{{Fd: int32(a.pidfd), Events: unix.POLLIN}}

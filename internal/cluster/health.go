@@ -31,10 +31,6 @@ func (s *Supervisor) read(p *proc) {
 		if err != nil {
 			return
 		}
-		if m.Type == ipc.TypeReady {
-			p.readyOnce.Do(func() { close(p.ready) })
-		}
-		// (the loop marks it online, message below)
 		s.post(func() { s.message(p, m) })
 	}
 }
@@ -188,7 +184,6 @@ func (s *Supervisor) check() {
 			if !s.signals {
 				// PM2's wait_ready: a program that says nothing is online after the wait.
 				p.log.Warn("worker said nothing within listen_timeout: online anyway", zap.Duration("listen_timeout", s.cfg.ListenTimeout.D()))
-				p.readyOnce.Do(func() { close(p.ready) })
 				s.becameReady(p, readyLate)
 				break
 			}

@@ -105,9 +105,6 @@ func (s *Supervisor) readNotify(p *proc, n *notifySocket) {
 			return
 		}
 		m := parseNotify(b[:k])
-		if m.ready {
-			p.readyOnce.Do(func() { close(p.ready) })
-		}
 		s.post(func() { s.notified(p, m) })
 	}
 }
@@ -156,6 +153,10 @@ func (s *Supervisor) becameReady(p *proc, how string) {
 	if how != readyStart && how != readyLate && how != readyListen {
 		s.signals = true
 	}
+	// Ready is published here, on the loop, after the state: a reload or restart that waits
+	// for it reads Status next and must see the worker online (closed by the reader
+	// goroutines before the loop had marked it, a restart could end with it "launching").
+	defer p.readyOnce.Do(func() { close(p.ready) })
 	if p.state != StateLaunching {
 		return
 	}
@@ -206,14 +207,12 @@ func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 	for sc.Scan() {
 		switch msg := bytes.TrimSpace(sc.Bytes()); {
 		case bytes.Equal(msg, []byte(`"ready"`)):
-			p.readyOnce.Do(func() { close(p.ready) })
 			s.post(func() { s.becameReady(p, readyNode) })
 		case bytes.Equal(msg, []byte(`"onehost:listening"`)):
 			// The preload's word that the app's server listens on fd 3: online then, as
 			// PM2's cluster mode, unless the worker is to say ready itself.
 			s.post(func() {
 				if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
-					p.readyOnce.Do(func() { close(p.ready) })
 					s.becameReady(p, readyListen)
 				}
 			})

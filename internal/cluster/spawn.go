@@ -227,7 +227,6 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		// PM2's default: online once started, or, for a Node app under the preload, at
 		// 'listening' (readNode), as PM2's cluster mode. (A program known to signal
 		// readiness is always waited for: see Config.WaitReady.)
-		p.readyOnce.Do(func() { close(p.ready) })
 		s.becameReady(p, readyStart)
 	}
 	return p, nil
