@@ -22,7 +22,7 @@ func testListenerMadeBlocking(t *testing.T, transport string) {
 	get := func(path string) {
 		t.Helper()
 		c, br := dial(t, addr)
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\n\r\n", path)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", path)
 		if got, err := readResponse(br); err != nil || got.status != 200 {
 			t.Fatalf("GET %s: %+v, %v", path, got, err)
 		}

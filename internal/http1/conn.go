@@ -78,6 +78,24 @@ type conn struct {
 	reqBy  int64      // the current request's deadline, from its first partial read; 0: none
 	dlMu   sync.Mutex // orders setting a past read deadline (expire) and clearing it
 	wdlAt  time.Time  // write deadline, for connections without a descriptor (see rawIO)
+
+	// body is the request whose head is parsed and whose body is still arriving.
+	body pending
+	// scanned counts the input bytes the parser passed over, for the test that a request
+	// trickled in many small reads costs about what it costs in one (TestTrickledBodyWork).
+	scanned int
+}
+
+// pending is a request whose head is parsed and whose body is still arriving: the next read
+// resumes the body where the last one stopped, instead of parsing the head and decoding the
+// body from the start again (quadratic in the number of reads). Its offsets are from c.r,
+// so they survive makeRoom moving the input.
+type pending struct {
+	at      int // where the body starts, from c.r; 0: no request pending
+	cl      int64
+	chunked bool
+	keep    bool
+	ck      chunkDecoder
 }
 
 // outcome of parsing the buffered input.
@@ -93,11 +111,10 @@ const (
 	deferred
 )
 
-// exchange is one request and its response, with the decoded chunked body.
+// exchange is one request and its response.
 type exchange struct {
-	req     Request
-	resp    Response
-	chunked []byte
+	req  Request
+	resp Response
 }
 
 // protoError is a request we refuse at the protocol level: answer and close.
@@ -253,12 +270,21 @@ func isTimeout(err error) bool {
 }
 
 // makeRoom frees space at the end of the read buffer: by moving the unparsed input to the
-// front, or by growing the buffer up to what one maximal request needs.
+// front, by dropping the framing a chunked body's decoding left behind, or by growing the
+// buffer up to what one maximal request needs.
 func (c *conn) makeRoom() bool {
 	if c.r > 0 {
 		n := copy(c.buf, c.buf[c.r:c.w])
 		c.scan -= c.r
 		c.r, c.w = 0, n
+		return true
+	}
+	if d := &c.body.ck; c.body.chunked && d.enc > d.dec {
+		b := c.buf[c.r+c.body.at : c.w]
+		gap := d.enc - d.dec
+		copy(b[d.dec:], b[d.enc:])
+		c.w -= gap
+		d.enc, d.line = d.dec, d.line-gap
 		return true
 	}
 	limit := c.srv.maxHeader() + c.srv.maxBody() + initialBuf
@@ -274,141 +300,59 @@ func (c *conn) makeRoom() bool {
 // parse answers the first request in buf[r:w] if it is complete.
 func (c *conn) parse() (outcome, *protoError) {
 	s := c.srv
-	buf := c.buf[:c.w]
-	// Find the end of the head: an empty line. Leading empty lines are ignored (RFC 9112
-	// 2.2); the search resumes where it stopped, so a head trickled one byte at a time is
-	// scanned once.
-	i := max(c.scan, c.r)
-	headEnd := -1
-	for {
-		j := bytes.IndexByte(buf[i:], '\n')
-		if j < 0 {
-			c.scan = i
-			if c.w-c.r > s.maxHeader() {
-				return 0, errHeadTooLarge
-			}
-			return needMore, nil
-		}
-		end := i + j
-		line := buf[i:end]
-		if len(line) > 0 && line[len(line)-1] == '\r' {
-			line = line[:len(line)-1]
-		}
-		if len(line) == 0 {
-			if i == c.r {
-				c.r = end + 1
-				i = c.r
-				continue
-			}
-			headEnd = end + 1
-			break
-		}
-		i = end + 1
-	}
-	if headEnd-c.r > s.maxHeader() {
-		return 0, errHeadTooLarge
-	}
-
 	if c.x == nil {
 		c.x = new(exchange)
 	}
 	req := &c.x.req
-	req.nh = 0
-	req.Body = nil
-	head := buf[c.r:headEnd]
-	line, rest := nextLine(head)
-	if perr := parseRequestLine(req, line); perr != nil {
-		return 0, perr
-	}
-
-	var (
-		cl            int64 = -1
-		chunked       bool
-		teSeen        bool
-		connClose     bool
-		connKeepAlive bool
-		expect        []byte
-	)
-	for {
-		line, rest = nextLine(rest)
-		if len(line) == 0 {
-			break
+	resumed := c.body.at > 0
+	var headEnd int
+	if resumed {
+		headEnd = c.r + c.body.at
+	} else {
+		var res outcome
+		var perr *protoError
+		if headEnd, res, perr = c.findHead(); headEnd < 0 {
+			return res, perr
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return 0, errBadRequest // obsolete line folding
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 || !isToken(line[:colon]) {
-			return 0, errBadRequest
-		}
-		if req.nh == maxHeaders {
-			return 0, errHeadTooLarge
-		}
-		name, value := line[:colon], trimOWS(line[colon+1:])
-		req.hdr[req.nh] = field{name, value}
-		req.nh++
-		switch len(name) {
-		case 14:
-			if equalFold(name, "content-length") {
-				n, ok := parseLength(value)
-				if !ok || (cl >= 0 && n != cl) {
-					return 0, errBadRequest
-				}
-				cl = n
-			}
-		case 17:
-			if equalFold(name, "transfer-encoding") {
-				if teSeen || req.Minor == 0 || !equalFold(value, "chunked") {
-					return 0, errBadRequest
-				}
-				teSeen, chunked = true, true
-			}
-		case 10:
-			if equalFold(name, "connection") {
-				connClose, connKeepAlive = connectionTokens(value, connClose, connKeepAlive)
-			}
-		case 6:
-			if equalFold(name, "expect") {
-				expect = value
-			}
-		}
-	}
-	if chunked && cl >= 0 {
-		return 0, errBadRequest
-	}
-	if cl > int64(s.maxBody()) {
-		return 0, errBodyTooLarge
-	}
-	keepAlive := !connClose && (req.Minor == 1 || connKeepAlive)
-
-	// The body.
-	end := headEnd
-	hasBody := cl > 0 || chunked
-	if expect != nil {
-		if !equalFold(expect, "100-continue") {
-			return 0, errExpectation
-		}
-		if hasBody && req.Minor == 1 && !c.sentContinue && c.w-headEnd < max(int(cl), 1) {
-			// Responses to earlier pipelined requests go first, then exactly one 100.
-			c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
-			if !c.flush() {
-				return 0, &protoError{} // the write failed: just close
-			}
-			c.sentContinue = true
-		}
-	}
-	switch {
-	case chunked:
-		n, body, perr := decodeChunked(c.x.chunked[:0], buf[headEnd:], s.maxBody())
+		h, perr := c.parseHead(req, c.buf[c.r:headEnd])
 		if perr != nil {
 			return 0, perr
 		}
-		if n < 0 {
+		if h.cl > int64(s.maxBody()) {
+			return 0, errBodyTooLarge
+		}
+		if h.expect != nil {
+			if !equalFold(h.expect, "100-continue") {
+				return 0, errExpectation
+			}
+			hasBody := h.cl > 0 || h.chunked
+			if hasBody && req.Minor == 1 && !c.sentContinue && c.w-headEnd < max(int(h.cl), 1) {
+				// Responses to earlier pipelined requests go first, then exactly one 100.
+				c.out = append(c.out, "HTTP/1.1 100 Continue\r\n\r\n"...)
+				if !c.flush() {
+					return 0, &protoError{} // the write failed: just close
+				}
+				c.sentContinue = true
+			}
+		}
+		c.body = pending{at: headEnd - c.r, cl: h.cl, chunked: h.chunked, keep: h.keep}
+	}
+
+	// The body.
+	var body []byte
+	end := headEnd
+	switch cl := c.body.cl; {
+	case c.body.chunked:
+		d := &c.body.ck
+		done, perr := d.decode(c.buf[headEnd:c.w], s.maxBody(), s.maxHeader(), &c.scanned)
+		if perr != nil {
+			return 0, perr
+		}
+		if !done {
 			return needMore, nil
 		}
-		c.x.chunked = body
-		req.Body = body
-		end = headEnd + n
+		body = c.buf[headEnd : headEnd+d.dec]
+		end = headEnd + d.enc
 	case cl > 0:
 		if int64(c.w-headEnd) < cl {
 			if need := headEnd - c.r + int(cl); need > len(c.buf) {
@@ -420,16 +364,151 @@ func (c *conn) parse() (outcome, *protoError) {
 			}
 			return needMore, nil
 		}
-		req.Body = buf[headEnd : headEnd+int(cl)]
+		body = c.buf[headEnd : headEnd+int(cl)]
 		end = headEnd + int(cl)
 	}
+	if resumed {
+		// The body came in later reads: point the request into the buffer as it is now
+		// (and, on the loop transport, into the exchange lent now). The head is the same
+		// bytes, so it parses as it did.
+		c.parseHead(req, c.buf[c.r:headEnd])
+	}
+	req.Body = body
 
-	c.next, c.keep = end, keepAlive
+	c.next, c.keep = end, c.body.keep
+	c.body = pending{}
 	if c.lp != nil && c.lp.mayBlock(req) {
 		return deferred, nil
 	}
 	c.runHandler()
 	return c.finish(), nil
+}
+
+// findHead finds the end of the head in buf[r:w]: the end of its empty line. Leading empty
+// lines are skipped (RFC 9112 2.2). The search resumes where the last one stopped, so a
+// head trickled one byte at a time is scanned once. It returns -1 (and what to do) when
+// the head is not complete.
+func (c *conn) findHead() (int, outcome, *protoError) {
+	buf := c.buf[:c.w]
+	i := max(c.scan, c.r)
+	for {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			c.scanned += len(buf) - i
+			// Resume at the partial line's last two bytes: enough to tell an empty line
+			// ("\r\n") from the end of a longer one.
+			c.scan = max(i, len(buf)-2)
+			if c.w-c.r > c.srv.maxHeader() {
+				return -1, 0, errHeadTooLarge
+			}
+			return -1, needMore, nil
+		}
+		c.scanned += j + 1
+		end := i + j
+		line := buf[i:end]
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) > 0 {
+			i = end + 1
+			continue
+		}
+		if i == c.r {
+			c.r = end + 1
+			i = c.r
+			continue
+		}
+		if end+1-c.r > c.srv.maxHeader() {
+			return -1, 0, errHeadTooLarge
+		}
+		return end + 1, 0, nil
+	}
+}
+
+// headInfo is what the head says about the body and the connection.
+type headInfo struct {
+	cl      int64 // Content-Length; -1: none
+	chunked bool
+	keep    bool // keep the connection open after the response
+	expect  []byte
+}
+
+// parseHead parses the request line and header fields of head into req.
+func (c *conn) parseHead(req *Request, head []byte) (headInfo, *protoError) {
+	c.scanned += len(head)
+	req.nh = 0
+	req.Body = nil
+	line, rest := nextLine(head)
+	if perr := parseRequestLine(req, line); perr != nil {
+		return headInfo{}, perr
+	}
+	h := headInfo{cl: -1}
+	var (
+		teSeen        bool
+		hosts         int
+		connClose     bool
+		connKeepAlive bool
+	)
+	for {
+		line, rest = nextLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return h, errBadRequest // obsolete line folding
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || !isToken(line[:colon]) {
+			return h, errBadRequest
+		}
+		if req.nh == maxHeaders {
+			return h, errHeadTooLarge
+		}
+		name, value := line[:colon], trimOWS(line[colon+1:])
+		if !isFieldValue(value) {
+			return h, errBadRequest // a NUL, a bare CR or another control byte
+		}
+		req.hdr[req.nh] = field{name, value}
+		req.nh++
+		switch len(name) {
+		case 14:
+			if equalFold(name, "content-length") {
+				n, ok := parseLength(value)
+				if !ok || (h.cl >= 0 && n != h.cl) {
+					return h, errBadRequest
+				}
+				h.cl = n
+			}
+		case 17:
+			if equalFold(name, "transfer-encoding") {
+				if teSeen || req.Minor == 0 || !equalFold(value, "chunked") {
+					return h, errBadRequest
+				}
+				teSeen, h.chunked = true, true
+			}
+		case 10:
+			if equalFold(name, "connection") {
+				connClose, connKeepAlive = connectionTokens(value, connClose, connKeepAlive)
+			}
+		case 6:
+			if equalFold(name, "expect") {
+				h.expect = value
+			}
+		case 4:
+			if equalFold(name, "host") {
+				hosts++
+			}
+		}
+	}
+	// RFC 9112 3.2: an HTTP/1.1 request without Host, or any with two, is answered 400.
+	if hosts > 1 || hosts == 0 && req.Minor == 1 {
+		return h, errBadRequest
+	}
+	if h.chunked && h.cl >= 0 {
+		return h, errBadRequest
+	}
+	h.keep = !connClose && (req.Minor == 1 || connKeepAlive)
+	return h, nil
 }
 
 // runHandler runs the handler on the parsed request; a panic is answered 500 and closes.
@@ -462,6 +541,7 @@ func (c *conn) finish() outcome {
 	}
 	c.appendResponse(keepAlive, string(c.x.req.Method) == "HEAD")
 	c.r, c.scan, c.sentContinue = c.next, c.next, false
+	c.body = pending{}
 	c.reqBy = 0 // the next request gets its own ReadTimeout
 	if !keepAlive {
 		return closeNow
@@ -715,80 +795,208 @@ func connectionTokens(v []byte, closeTok, keepAlive bool) (bool, bool) {
 	return closeTok, keepAlive
 }
 
-// decodeChunked decodes a chunked body at the start of in, appending it to dst. It returns
-// the encoded length consumed, or -1 when in holds only part of it.
-func decodeChunked(dst, in []byte, limit int) (int, []byte, *protoError) {
-	pos := 0
+// isFieldValue reports whether v holds no control bytes but HTAB (RFC 9110 5.5): a NUL or
+// a bare CR, which some parsers take for the end of a line, is refused, not passed on.
+func isFieldValue(v []byte) bool {
+	for _, b := range v {
+		if b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// maxChunkLine bounds a chunk-size line (with its extensions); trailer lines are bounded
+// like header lines, by MaxHeaderBytes.
+const maxChunkLine = 1024
+
+// Where a chunkDecoder is in the body.
+const (
+	ckSize    uint8 = iota // at a chunk-size line
+	ckData                 // in a chunk's data
+	ckDataEnd              // at the CRLF after a chunk's data
+	ckTrailer              // in the trailer section, up to its empty line
+)
+
+// chunkDecoder decodes a chunked body (RFC 9112 7.1) in place and resumably: each chunk's
+// data is moved down over the framing before it, so the decoded body is b[:dec] and the
+// input still to decode starts at b[enc:], where b is the buffer from the body's start on.
+// Its state survives between reads, so each input byte is looked at a bounded number of
+// times however the body is split.
+type chunkDecoder struct {
+	dec, enc int
+	line     int // where the search for the end of the current line resumes
+	left     int // data still to come in the current chunk
+	phase    uint8
+}
+
+// decode goes on decoding b, the body's input so far, adding what it passes over to work.
+// It reports whether the body (with its trailer section) is complete.
+func (d *chunkDecoder) decode(b []byte, limit, lineLimit int, work *int) (bool, *protoError) {
 	for {
-		i := bytes.IndexByte(in[pos:], '\n')
-		if i < 0 {
-			if len(in)-pos > 1024 {
-				return 0, nil, errBadRequest
+		switch d.phase {
+		case ckData:
+			k := min(d.left, len(b)-d.enc)
+			if d.dec != d.enc {
+				copy(b[d.dec:], b[d.enc:d.enc+k])
 			}
-			return -1, dst, nil
-		}
-		line := in[pos : pos+i]
-		pos += i + 1
-		if len(line) > 0 && line[len(line)-1] == '\r' {
+			*work += k
+			d.dec, d.enc, d.left = d.dec+k, d.enc+k, d.left-k
+			if d.left > 0 {
+				return false, nil
+			}
+			d.phase = ckDataEnd
+		case ckDataEnd:
+			if len(b)-d.enc < 2 {
+				return false, nil
+			}
+			if b[d.enc] != '\r' || b[d.enc+1] != '\n' {
+				return false, errBadRequest // a bare LF, or data longer than its size
+			}
+			d.enc += 2
+			d.line = d.enc
+			d.phase = ckSize
+		default: // a line: ckSize or ckTrailer
+			d.line = max(d.line, d.enc)
+			i := bytes.IndexByte(b[d.line:], '\n')
+			if i < 0 {
+				*work += len(b) - d.line
+				d.line = len(b)
+				if d.phase == ckSize {
+					lineLimit = maxChunkLine
+				}
+				if len(b)-d.enc > lineLimit {
+					return false, errBadRequest
+				}
+				return false, nil
+			}
+			*work += i + 1
+			end := d.line + i
+			line := b[d.enc:end]
+			d.enc, d.line = end+1, end+1
+			if len(line) == 0 || line[len(line)-1] != '\r' {
+				return false, errBadRequest // a line ended by a bare LF
+			}
 			line = line[:len(line)-1]
-		}
-		if semi := bytes.IndexByte(line, ';'); semi >= 0 {
-			line = line[:semi] // chunk extensions are ignored
-		}
-		line = trimOWS(line)
-		size, ok := parseHex(line)
-		if !ok {
-			return 0, nil, errBadRequest
-		}
-		if size == 0 {
-			// Trailer section: skip header lines up to the empty line.
-			for {
-				j := bytes.IndexByte(in[pos:], '\n')
-				if j < 0 {
-					return -1, dst, nil
+			*work += len(line)
+			if d.phase == ckTrailer {
+				if len(line) == 0 {
+					return true, nil
 				}
-				tl := in[pos : pos+j]
-				pos += j + 1
-				if len(tl) == 0 || (len(tl) == 1 && tl[0] == '\r') {
-					return pos, dst, nil
+				if !isTrailerField(line) {
+					return false, errBadRequest
 				}
+				continue
 			}
-		}
-		if size > int64(limit-len(dst)) {
-			return 0, nil, errBodyTooLarge
-		}
-		if int64(len(in)-pos) < size+2 {
-			return -1, dst, nil
-		}
-		dst = append(dst, in[pos:pos+int(size)]...)
-		pos += int(size)
-		switch {
-		case in[pos] == '\r' && in[pos+1] == '\n':
-			pos += 2
-		case in[pos] == '\n':
-			pos++
-		default:
-			return 0, nil, errBadRequest
+			size, ok := parseChunkSize(line)
+			if !ok {
+				return false, errBadRequest
+			}
+			if size == 0 {
+				d.phase = ckTrailer
+				continue
+			}
+			if size > int64(limit-d.dec) {
+				return false, errBodyTooLarge
+			}
+			d.left, d.phase = int(size), ckData
 		}
 	}
 }
 
-func parseHex(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 8 {
-		return 0, false
-	}
+// parseChunkSize parses a chunk-size line without its CRLF: 1*HEXDIG (at most 8), then
+// nothing but chunk extensions, which are checked and ignored.
+func parseChunkSize(line []byte) (int64, bool) {
 	var n int64
-	for _, c := range b {
+	i := 0
+	for ; i < len(line); i++ {
+		c := line[i]
 		switch {
 		case '0' <= c && c <= '9':
-			n = n<<4 | int64(c-'0')
+			c -= '0'
 		case 'a' <= c && c <= 'f':
-			n = n<<4 | int64(c-'a'+10)
+			c -= 'a' - 10
 		case 'A' <= c && c <= 'F':
-			n = n<<4 | int64(c-'A'+10)
+			c -= 'A' - 10
 		default:
+			return n, i > 0 && isChunkExt(line[i:])
+		}
+		if i == 8 {
 			return 0, false
 		}
+		n = n<<4 | int64(c)
 	}
-	return n, true
+	return n, i > 0
+}
+
+// isChunkExt reports whether b is chunk extensions (RFC 9112 7.1.1):
+// *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ). Whitespace is allowed
+// only where BWS is: "5 " is not a chunk size.
+func isChunkExt(b []byte) bool {
+	for len(b) > 0 {
+		b = skipWS(b)
+		if len(b) == 0 || b[0] != ';' {
+			return false
+		}
+		b = skipWS(b[1:])
+		n := tokenLen(b)
+		if n == 0 {
+			return false
+		}
+		b = b[n:]
+		if r := skipWS(b); len(r) > 0 && r[0] == '=' {
+			b = skipWS(r[1:])
+			if len(b) > 0 && b[0] == '"' {
+				n = quotedLen(b)
+			} else {
+				n = tokenLen(b)
+			}
+			if n == 0 {
+				return false
+			}
+			b = b[n:]
+		}
+	}
+	return true
+}
+
+// isTrailerField reports whether line is a well-formed field line; trailer fields are
+// checked as header fields are, then ignored.
+func isTrailerField(line []byte) bool {
+	colon := bytes.IndexByte(line, ':')
+	return colon > 0 && isToken(line[:colon]) && isFieldValue(line[colon+1:])
+}
+
+func skipWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}
+
+// tokenLen is the length of the token b starts with.
+func tokenLen(b []byte) int {
+	n := 0
+	for n < len(b) && tokenChars[b[n]] {
+		n++
+	}
+	return n
+}
+
+// quotedLen is the length of the quoted-string (RFC 9110 5.6.4) b starts with, 0 if it
+// is none.
+func quotedLen(b []byte) int {
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i++; i == len(b) || b[i] < ' ' && b[i] != '\t' || b[i] == 0x7f {
+				return 0
+			}
+		case c < ' ' && c != '\t' || c == 0x7f:
+			return 0
+		}
+	}
+	return 0
 }

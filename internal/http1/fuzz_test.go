@@ -24,13 +24,13 @@ func (s *sink) SetWriteDeadline(time.Time) error { return nil }
 // writes must be responses.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
-		"GET / HTTP/1.1\r\n\r\n",
-		"POST /p HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.0\r\n\r\n",
-		"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: 1\r\n\r\n",
-		"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-		"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.0\r\n\r\n",
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+		"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
 		"\r\n\nGET http://h/x?y HTTP/1.1\nConnection: close\n\n",
-		"GET / HTTP/1.1\r\n folded\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -856,7 +856,7 @@ func (l *loop) putX(c *conn) {
 		return
 	}
 	c.x = nil
-	if len(l.freeX) < loopFreeX && cap(x.resp.Body) <= 256<<10 && cap(x.chunked) <= 256<<10 {
+	if len(l.freeX) < loopFreeX && cap(x.resp.Body) <= 256<<10 {
 		// Drop the slices into the connection's buffer (the header table's stale ones are
 		// bounded by the free list and overwritten by the next parse).
 		x.req.Method, x.req.Path, x.req.Query, x.req.Body = nil, nil, nil, nil

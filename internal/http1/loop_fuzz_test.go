@@ -39,13 +39,13 @@ func (fuzzHandler) MayBlock(r *Request) bool { return bytes.HasPrefix(r.Path, []
 // serving a second, well-formed client.
 func FuzzLoop(f *testing.F) {
 	for _, s := range []string{
-		"GET / HTTP/1.1\r\n\r\n",
-		"POST /p HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.0\r\n\r\n",
-		"POST /async/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: 1\r\n\r\nHEAD /h HTTP/1.1\r\n\r\n",
-		"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
-		"GET /panic HTTP/1.1\r\n\r\nGET /never HTTP/1.1\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.0\r\n\r\n",
+		"POST /async/c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: 1\r\n\r\nHEAD /h HTTP/1.1\r\nHost: h\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+		"GET /panic HTTP/1.1\r\nHost: h\r\n\r\nGET /never HTTP/1.1\r\nHost: h\r\n\r\n",
 		"\r\n\nGET http://h/x?y HTTP/1.1\nConnection: close\n\n",
-		"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
 	} {
 		f.Add(uint64(len(s)), []byte(s))
@@ -108,7 +108,7 @@ func FuzzLoop(f *testing.F) {
 		}
 		defer c2.Close()
 		c2.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c2, "POST /async/next HTTP/1.1\r\nContent-Length: 2\r\n\r\nokGET /next HTTP/1.1\r\n\r\n")
+		io.WriteString(c2, "POST /async/next HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nokGET /next HTTP/1.1\r\nHost: h\r\n\r\n")
 		br := bufio.NewReader(c2)
 		for _, want := range []string{"ok", ""} {
 			if got, err := readResponse(br); err != nil || got.status != 200 || got.body != want {

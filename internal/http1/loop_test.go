@@ -45,18 +45,18 @@ func testBlockingRequestDoesNotHoldOthers(t *testing.T, transport string) {
 	t.Cleanup(g.open)
 	addr := startServer(t, &Server{Transport: transport, Handler: g})
 	waiting, waitingR := dial(t, addr)
-	io.WriteString(waiting, "GET /async/wait HTTP/1.1\r\n\r\n")
+	io.WriteString(waiting, "GET /async/wait HTTP/1.1\r\nHost: h\r\n\r\n")
 	<-g.entered
 	for i := range 3 {
 		c, br := dial(t, addr)
-		fmt.Fprintf(c, "GET /other/%d HTTP/1.1\r\n\r\n", i)
+		fmt.Fprintf(c, "GET /other/%d HTTP/1.1\r\nHost: h\r\n\r\n", i)
 		if got, err := readResponse(br); err != nil || got.status != 200 {
 			t.Fatalf("request %d while another waits: %+v, %v; want 200", i, got, err)
 		}
 	}
 	// A request pipelined behind the waiting one, sent while its handler waits, is kept
 	// for after it.
-	io.WriteString(waiting, "GET /pipelined HTTP/1.1\r\n\r\n")
+	io.WriteString(waiting, "GET /pipelined HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(20 * time.Millisecond)
 	g.open()
 	if got, err := readResponse(waitingR); err != nil || got.body != "GET /async/wait ?|" {
@@ -66,7 +66,7 @@ func testBlockingRequestDoesNotHoldOthers(t *testing.T, transport string) {
 		t.Fatalf("the request behind it: %+v, %v", got, err)
 	}
 	// The connection goes on after the deferred request.
-	io.WriteString(waiting, "GET /after HTTP/1.1\r\n\r\n")
+	io.WriteString(waiting, "GET /after HTTP/1.1\r\nHost: h\r\n\r\n")
 	if got, err := readResponse(waitingR); err != nil || got.body != "GET /after ?|" {
 		t.Fatalf("after the waiting request: %+v, %v", got, err)
 	}
@@ -82,7 +82,7 @@ func testHangUpWhileBlocked(t *testing.T, transport string) {
 	s := &Server{Transport: transport, Handler: g}
 	addr := startServer(t, s)
 	c, _ := dial(t, addr)
-	io.WriteString(c, "GET /async/wait HTTP/1.1\r\n\r\n")
+	io.WriteString(c, "GET /async/wait HTTP/1.1\r\nHost: h\r\n\r\n")
 	<-g.entered
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetLinger(0) // a reset: the hang-up epoll reports even for a connection out of its interest
@@ -98,7 +98,7 @@ func testHangUpWhileBlocked(t *testing.T, transport string) {
 		t.Fatalf("%d connections open after the client left and its handler returned", n)
 	}
 	c2, br := dial(t, addr)
-	io.WriteString(c2, "GET /x HTTP/1.1\r\n\r\n")
+	io.WriteString(c2, "GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
 	if got, err := readResponse(br); err != nil || got.status != 200 {
 		t.Fatalf("next connection: %+v, %v", got, err)
 	}
@@ -126,7 +126,7 @@ func testLoopIdleCostsNothing(t *testing.T, transport string) {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
-		fmt.Fprintf(c, "GET /%d HTTP/1.1\r\n\r\n", i)
+		fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: h\r\n\r\n", i)
 		if _, err := readResponse(bufio.NewReaderSize(c, 256)); err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func testTimeouts(t *testing.T, transport string) {
 		{
 			name: "busy keep-alive outlives the idle timeout",
 			idle: 300 * time.Millisecond,
-			send: "GET /x HTTP/1.1\r\n\r\n", pause: 100 * time.Millisecond,
+			send: "GET /x HTTP/1.1\r\nHost: h\r\n\r\n", pause: 100 * time.Millisecond,
 			times:      12,                   // 1.2 s of requests on one connection, 4× the idle timeout
 			wantStatus: 200, wantClose: true, // and idle after them, it is closed
 		},
@@ -38,19 +38,19 @@ func testTimeouts(t *testing.T, transport string) {
 			// two requests, each sent in two halves 200 ms apart: 400 ms of partial
 			// input in all, more than the read timeout, but less for either request
 			send: "GET /x HT", pause: 200 * time.Millisecond, times: 1,
-			then:       "TP/1.1\r\n\r\nGET /y HTTP/1.1\r\n",
+			then:       "TP/1.1\r\nHost: h\r\n\r\nGET /y HTTP/1.1\r\nHost: h\r\n",
 			wantStatus: 200,
 		},
 		{
 			name: "half a request past the read timeout",
 			read: 200 * time.Millisecond,
-			send: "GET /x HTTP/1.1\r\nX-Half: ", pause: 600 * time.Millisecond, times: 1,
+			send: "GET /x HTTP/1.1\r\nHost: h\r\nX-Half: ", pause: 600 * time.Millisecond, times: 1,
 			wantStatus: 408, wantClose: true,
 		},
 		{
 			name: "idle past the idle timeout",
 			idle: 200 * time.Millisecond,
-			send: "GET /x HTTP/1.1\r\n\r\n", pause: 600 * time.Millisecond, times: 1,
+			send: "GET /x HTTP/1.1\r\nHost: h\r\n\r\n", pause: 600 * time.Millisecond, times: 1,
 			wantStatus: 200, wantClose: true,
 		},
 	}
@@ -106,7 +106,7 @@ func testReaperEnds(t *testing.T, transport string) {
 	}
 	for round := 0; round < 2; round++ {
 		c, br := dial(t, addr)
-		io.WriteString(c, "GET /x HTTP/1.1\r\n\r\n")
+		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
 		if _, err := readResponse(br); err != nil {
 			t.Fatal(err)
 		}

@@ -167,39 +167,39 @@ func testExchanges(t *testing.T, transport string) {
 		},
 		{
 			name:   "pipelined requests answered in order",
-			writes: []string{"GET /1 HTTP/1.1\r\n\r\nPOST /2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\n\r\n"},
+			writes: []string{"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want:   []response{{status: 200, body: "GET /1 ?|"}, {status: 200, body: "POST /2 ?|abc"}, {status: 200, body: "GET /3 ?|"}},
 		},
 		{
 			name: "pipelined requests that may block answered in order",
-			writes: []string{"GET /1 HTTP/1.1\r\n\r\nPOST /async/2 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc" +
-				"GET /3 HTTP/1.1\r\n\r\nGET /async/4 HTTP/1.1\r\n\r\nGET /5 HTTP/1.1\r\n\r\n"},
+			writes: []string{"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /async/2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc" +
+				"GET /3 HTTP/1.1\r\nHost: h\r\n\r\nGET /async/4 HTTP/1.1\r\nHost: h\r\n\r\nGET /5 HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want: []response{{status: 200, body: "GET /1 ?|"}, {status: 200, body: "POST /async/2 ?|abc"},
 				{status: 200, body: "GET /3 ?|"}, {status: 200, body: "GET /async/4 ?|"}, {status: 200, body: "GET /5 ?|"}},
 		},
 		{
 			name:   "one byte at a time",
-			writes: strings.Split("POST /b HTTP/1.1\r\ncontent-LENGTH: 2\r\nX-Test: yes\r\n\r\nhi", ""),
+			writes: strings.Split("POST /b HTTP/1.1\r\nHost: h\r\ncontent-LENGTH: 2\r\nX-Test: yes\r\n\r\nhi", ""),
 			want:   []response{{status: 200, body: "POST /b ?|hi x-test=yes"}},
 		},
 		{
 			name:   "body split across writes",
-			writes: []string{"POST /s HTTP/1.1\r\nContent-Length: 10\r\n\r\n01234", "56789"},
+			writes: []string{"POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n01234", "56789"},
 			want:   []response{{status: 200, body: "POST /s ?|0123456789"}},
 		},
 		{
 			name:   "chunked body",
-			writes: []string{"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n"},
+			writes: []string{"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n"},
 			want:   []response{{status: 200, body: "POST /c ?|abcde"}},
 		},
 		{
 			name:   "leading empty lines are ignored",
-			writes: []string{"\r\n\r\nGET /e HTTP/1.1\r\n\r\n"},
+			writes: []string{"\r\n\r\nGET /e HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want:   []response{{status: 200, body: "GET /e ?|"}},
 		},
 		{
 			name:   "absolute-form target",
-			writes: []string{"GET http://example.com/abs?q HTTP/1.1\r\n\r\n"},
+			writes: []string{"GET http://example.com/abs?q HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want:   []response{{status: 200, body: "GET /abs ?q|"}},
 		},
 		{
@@ -215,34 +215,71 @@ func testExchanges(t *testing.T, transport string) {
 		},
 		{
 			name:      "connection close honoured",
-			writes:    []string{"GET /x HTTP/1.1\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\n\r\n"},
+			writes:    []string{"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want:      []response{{status: 200, body: "GET /x ?|", header: map[string]string{"connection": "close"}}},
 			wantClose: true,
 		},
 		{
 			name:   "head has no body",
-			writes: []string{"HEAD /h HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n"},
+			writes: []string{"HEAD /h HTTP/1.1\r\nHost: h\r\n\r\nGET /after HTTP/1.1\r\nHost: h\r\n\r\n"},
 			want:   []response{{head: true, status: 200, header: map[string]string{"content-length": "10"}}, {status: 200, body: "GET /after ?|"}},
 		},
-		{name: "two different content-lengths", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "equal content-lengths are fine", writes: []string{"POST /d HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 200, body: "POST /d ?|ab"}}},
-		{name: "content-length with chunked", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "transfer-encoding gzip", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "transfer-encoding twice", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "negative content-length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "signed content-length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "content-length list", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "space before colon", writes: []string{"GET / HTTP/1.1\r\nContent-Length : 0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "obsolete line folding", writes: []string{"GET / HTTP/1.1\r\nX-A: 1\r\n 2\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "two different content-lengths", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "equal content-lengths are fine", writes: []string{"POST /d HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab"}, want: []response{{status: 200, body: "POST /d ?|ab"}}},
+		{name: "content-length with chunked", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "transfer-encoding gzip", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "transfer-encoding twice", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "negative content-length", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "signed content-length", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "content-length list", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1, 1\r\n\r\na"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "space before colon", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nContent-Length : 0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "obsolete line folding", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n 2\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
 		{name: "malformed request line", writes: []string{"GARBAGE\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "bad chunk size", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "bad chunk size", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, want: []response{{status: 400}}, wantClose: true},
 		{name: "unknown version", writes: []string{"GET / HTTP/2.0\r\n\r\n"}, want: []response{{status: 505}}, wantClose: true},
 		{name: "http/1.0 with chunked", writes: []string{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
-		{name: "head over 16 KiB", writes: []string{"GET / HTTP/1.1\r\nX-Big: " + big + "\r\n\r\n"}, want: []response{{status: 431}}, wantClose: true},
-		{name: "body over 16 KiB by length", writes: []string{"POST / HTTP/1.1\r\nContent-Length: 16385\r\n\r\n"}, want: []response{{status: 413, body: `{"error":"request body too large"}`}}, wantClose: true},
-		{name: "body over 16 KiB chunked", writes: []string{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4400\r\n" + big[:0x4400] + "\r\n0\r\n\r\n"}, want: []response{{status: 413}}, wantClose: true},
-		{name: "unknown expectation", writes: []string{"POST / HTTP/1.1\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\na"}, want: []response{{status: 417}}, wantClose: true},
-		{name: "handler panic is 500", writes: []string{"GET /panic HTTP/1.1\r\n\r\n"}, want: []response{{status: 500, body: `{"error":"internal server error"}`}}, wantClose: true},
+		{name: "head over 16 KiB", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + big + "\r\n\r\n"}, want: []response{{status: 431}}, wantClose: true},
+		{name: "body over 16 KiB by length", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 16385\r\n\r\n"}, want: []response{{status: 413, body: `{"error":"request body too large"}`}}, wantClose: true},
+		{name: "body over 16 KiB chunked", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4400\r\n" + big[:0x4400] + "\r\n0\r\n\r\n"}, want: []response{{status: 413}}, wantClose: true},
+		{name: "unknown expectation", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\na"}, want: []response{{status: 417}}, wantClose: true},
+		// Lenient parsing a proxy in front may read otherwise (RFC 9112 2.2, 3.2, 7.1).
+		{name: "nul in a field value", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x00b\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "bare cr in a field value", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rContent-Length: 5\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "bare cr ending a field line", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "lf inside a field value", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\nb\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "control byte in a field value", writes: []string{"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01b\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "http/1.1 without host", writes: []string{"GET / HTTP/1.1\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "two host fields", writes: []string{"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "two host fields in http/1.0", writes: []string{"GET / HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "space before a chunk size", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n 5\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "space after a chunk size", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "chunk size ended by a bare lf", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "bare lf after chunk data", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "chunk data longer than its size", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "chunk size of nine digits", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n000000005\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "empty chunk extension", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "chunk extension with a bare cr", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;a\rb\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "unterminated quoted chunk extension", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;a=\"b\r\nhello\r\n0\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "last chunk ended by a bare lf", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "trailer ended by a bare lf", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: v\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "trailer line without a colon", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nnot a field\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{name: "trailer with a nul", writes: []string{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: a\x00\r\n\r\n"}, want: []response{{status: 400}}, wantClose: true},
+		{
+			name:   "chunk extensions as RFC 9112 allows them",
+			writes: []string{"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 ; a=b ;c;d=\"q \\\" ;x\"\r\nhello\r\n0;e\r\nT: v\r\n\r\n"},
+			want:   []response{{status: 200, body: "POST /x ?|hello"}},
+		},
+		{
+			name:   "empty host is fine",
+			writes: []string{"GET /h HTTP/1.1\r\nHost:\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /h ?|"}},
+		},
+		{
+			name:   "http/1.0 without host is fine",
+			writes: []string{"GET /h HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"},
+			want:   []response{{status: 200, body: "GET /h ?|"}},
+		},
+		{name: "handler panic is 500", writes: []string{"GET /panic HTTP/1.1\r\nHost: h\r\n\r\n"}, want: []response{{status: 500, body: `{"error":"internal server error"}`}}, wantClose: true},
 	}
 	addr := startServer(t, &Server{Transport: transport})
 	for _, tt := range tests {
@@ -282,7 +319,7 @@ func testExchanges(t *testing.T, transport string) {
 				}
 			} else {
 				// Still usable: one more request gets an answer.
-				io.WriteString(c, "GET /again HTTP/1.1\r\n\r\n")
+				io.WriteString(c, "GET /again HTTP/1.1\r\nHost: h\r\n\r\n")
 				got, err := readResponse(br)
 				if err != nil || got.body != "GET /again ?|" {
 					t.Errorf("follow-up request: %+v, %v; want an answer on the same connection", got, err)
@@ -297,7 +334,7 @@ func TestExpectContinue(t *testing.T) { forTransports(t, testExpectContinue) }
 func testExpectContinue(t *testing.T, transport string) {
 	addr := startServer(t, &Server{Transport: transport})
 	c, br := dial(t, addr)
-	io.WriteString(c, "POST /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	io.WriteString(c, "POST /e HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
 	got, err := readResponse(br)
 	if err != nil || got.status != 100 {
 		t.Fatalf("first answer: %+v, %v; want 100 Continue", got, err)
@@ -311,14 +348,14 @@ func testExpectContinue(t *testing.T, transport string) {
 	}
 
 	// A body sent with the head needs no interim response.
-	io.WriteString(c, "POST /f HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nxy")
+	io.WriteString(c, "POST /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nxy")
 	got, err = readResponse(br)
 	if err != nil || got.status != 200 || got.body != "POST /f ?|xy" {
 		t.Fatalf("body with head: %+v, %v; want 200 directly", got, err)
 	}
 
 	// A body that will be refused gets 413, never a 100.
-	io.WriteString(c, "POST /g HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 999999\r\n\r\n")
+	io.WriteString(c, "POST /g HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 999999\r\n\r\n")
 	got, err = readResponse(br)
 	if err != nil || got.status != 413 {
 		t.Fatalf("oversized: %+v, %v; want 413", got, err)
@@ -330,7 +367,7 @@ func TestStalledRequestIsDropped(t *testing.T) { forTransports(t, testStalledReq
 func testStalledRequestIsDropped(t *testing.T, transport string) {
 	addr := startServer(t, &Server{Transport: transport, ReadTimeout: 200 * time.Millisecond})
 	c, br := dial(t, addr)
-	io.WriteString(c, "GET /stall HTTP/1.1\r\nX-Half: ")
+	io.WriteString(c, "GET /stall HTTP/1.1\r\nHost: h\r\nX-Half: ")
 	got, err := readResponse(br)
 	if err != nil || got.status != 408 {
 		t.Fatalf("stalled request: %+v, %v; want 408 then close", got, err)
@@ -347,12 +384,12 @@ func TestIdleKeepAliveOutlivesReadTimeout(t *testing.T) {
 func testIdleKeepAliveOutlivesReadTimeout(t *testing.T, transport string) {
 	addr := startServer(t, &Server{Transport: transport, ReadTimeout: 100 * time.Millisecond, IdleTimeout: 2 * time.Second})
 	c, br := dial(t, addr)
-	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := readResponse(br); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond) // idle, 5× the read timeout
-	io.WriteString(c, "GET /2 HTTP/1.1\r\n\r\n")
+	io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n")
 	if got, err := readResponse(br); err != nil || got.status != 200 {
 		t.Fatalf("after idling: %+v, %v; want 200", got, err)
 	}
@@ -363,7 +400,7 @@ func TestIdleTimeoutCloses(t *testing.T) { forTransports(t, testIdleTimeoutClose
 func testIdleTimeoutCloses(t *testing.T, transport string) {
 	addr := startServer(t, &Server{Transport: transport, IdleTimeout: 300 * time.Millisecond})
 	c, br := dial(t, addr)
-	io.WriteString(c, "GET /1 HTTP/1.1\r\n\r\n")
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := readResponse(br); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +420,7 @@ func testNonReadingClientIsDropped(t *testing.T, transport string) {
 		tc.SetReadBuffer(4096)
 	}
 	// 400 pipelined requests for 32 KiB each, never reading: ~13 MB the server cannot send.
-	req := strings.Repeat("GET /big HTTP/1.1\r\n\r\n", 400)
+	req := strings.Repeat("GET /big HTTP/1.1\r\nHost: h\r\n\r\n", 400)
 	go io.WriteString(c, req)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -407,12 +444,12 @@ func testShutdownDrains(t *testing.T, transport string) {
 	addr := ln.Addr().String()
 
 	idle, idleR := dial(t, addr)
-	io.WriteString(idle, "GET /1 HTTP/1.1\r\n\r\n")
+	io.WriteString(idle, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := readResponse(idleR); err != nil {
 		t.Fatal(err)
 	}
 	busy, busyR := dial(t, addr)
-	io.WriteString(busy, "GET /slow HTTP/1.1\r\n\r\n")
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(50 * time.Millisecond) // the slow request is in flight
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -442,7 +479,7 @@ func testShutdownDeadlineForces(t *testing.T, transport string) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go s.Serve(ln)
 	c, _ := dial(t, ln.Addr().String())
-	io.WriteString(c, "GET /half HTTP/1.1\r\n") // a request that never completes
+	io.WriteString(c, "GET /half HTTP/1.1\r\nHost: h\r\n") // a request that never completes
 	time.Sleep(50 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -467,7 +504,7 @@ func testShutdownIdleGrace(t *testing.T, transport string) {
 		c  net.Conn
 		br *bufio.Reader
 	}{{active, activeR}, {silent, silentR}} {
-		io.WriteString(p.c, "GET /1 HTTP/1.1\r\n\r\n")
+		io.WriteString(p.c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n")
 		if _, err := readResponse(p.br); err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +514,7 @@ func testShutdownIdleGrace(t *testing.T, transport string) {
 	time.Sleep(100 * time.Millisecond) // shutting down; both connections idle
 
 	// A request sent during the grace is answered, with Connection: close.
-	io.WriteString(active, "POST /late HTTP/1.1\r\nContent-Length: 2\r\n\r\nok")
+	io.WriteString(active, "POST /late HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok")
 	got, err := readResponse(activeR)
 	if err != nil || got.status != 200 || got.header["connection"] != "close" {
 		t.Fatalf("request during the grace: %+v, %v; want 200 with Connection: close", got, err)
