@@ -160,9 +160,9 @@ func writeLoad(addr string, clients int, stop <-chan struct{}, a *acked) *sync.W
 				if i%3 == 2 {
 					body = fmt.Sprintf("kill -9 test: client %d write %d", g, i)
 					j := `{"body":"` + body + `"}`
-					req = fmt.Sprintf("POST /posts HTTP/1.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", auth, len(j), j)
+					req = fmt.Sprintf("POST /posts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", auth, len(j), j)
 				} else {
-					req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", post, auth)
+					req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", post, auth)
 				}
 				if _, err := io.WriteString(c, req); err != nil {
 					return
@@ -346,7 +346,7 @@ func workerKill9(t *testing.T, bins binaries) {
 					br = bufio.NewReader(conn)
 				}
 				conn.SetDeadline(time.Now().Add(10 * time.Second))
-				_, err := io.WriteString(conn, "GET /posts/1 HTTP/1.1\r\n\r\n")
+				_, err := io.WriteString(conn, "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n")
 				var resp *http.Response
 				if err == nil {
 					resp, err = http.ReadResponse(br, nil)

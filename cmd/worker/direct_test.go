@@ -29,7 +29,7 @@ func TestKeepAliveSurvives66s(t *testing.T) {
 		if i == 1 {
 			time.Sleep(66 * time.Second)
 		}
-		fmt.Fprint(c, "GET /health HTTP/1.1\r\n\r\n")
+		fmt.Fprint(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 		if status, err := readHTTP(br); err != nil || status != "HTTP/1.1 200 OK" {
 			t.Fatalf("request %d: %q, %v", i+1, status, err)
 		}
@@ -75,7 +75,7 @@ func testFifteenThousandKeepAlives(t *testing.T, transport string) {
 			}
 			conns[i], readers[i] = c, bufio.NewReaderSize(c, 512)
 			c.SetDeadline(time.Now().Add(60 * time.Second))
-			fmt.Fprint(c, "GET /health HTTP/1.1\r\n\r\n")
+			fmt.Fprint(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 			if status, err := readHTTP(readers[i]); err != nil || status != "HTTP/1.1 200 OK" {
 				errs <- fmt.Errorf("connection %d: %q, %v", i, status, err)
 			}
@@ -95,7 +95,7 @@ func testFifteenThousandKeepAlives(t *testing.T, transport string) {
 	}
 	// All still open and served: a second request on every 50th.
 	for i := 0; i < n; i += 50 {
-		fmt.Fprint(conns[i], "GET /health HTTP/1.1\r\n\r\n")
+		fmt.Fprint(conns[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 		if status, err := readHTTP(readers[i]); err != nil || status != "HTTP/1.1 200 OK" {
 			t.Fatalf("second request on connection %d: %q, %v", i, status, err)
 		}

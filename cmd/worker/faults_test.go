@@ -276,7 +276,7 @@ func openFDs(t *testing.T, pid int) int {
 func healthOn(c net.Conn, br *bufio.Reader, deadline time.Duration) string {
 	c.SetDeadline(time.Now().Add(deadline))
 	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		return "closed"
 	}
 	status, err := readHTTP(br)
@@ -491,7 +491,7 @@ func TestSlowClientsCostBoundedMemory(t *testing.T) {
 	}()
 	time.Sleep(2 * time.Second)
 	slowRSS := rssAnon(t, pid)
-	pipelined := strings.Repeat("GET /feed HTTP/1.1\r\n\r\n", 4000) // ~9 MB of answers each
+	pipelined := strings.Repeat("GET /feed HTTP/1.1\r\nHost: x\r\n\r\n", 4000) // ~9 MB of answers each
 	deafOpened := time.Now()
 	for range deafN {
 		c, err := net.Dial("tcp", w.Addr)
@@ -593,9 +593,9 @@ func TestOverloadBoundedMemory(t *testing.T) {
 				var mine []time.Duration
 				var bad int64
 				for j := 0; time.Now().Before(deadline); j++ {
-					req := "GET /feed HTTP/1.1\r\n\r\n"
+					req := "GET /feed HTTP/1.1\r\nHost: x\r\n\r\n"
 					if j%10 == 9 {
-						req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", 1+(i*7+j)%200, auth)
+						req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", 1+(i*7+j)%200, auth)
 					}
 					t0 := time.Now()
 					c.SetDeadline(time.Now().Add(30 * time.Second))

@@ -69,7 +69,7 @@ func testInheritedSocketAndIPC(t *testing.T, transport string) {
 	defer c.Close()
 	br := bufio.NewReader(c)
 	for range 3 {
-		fmt.Fprint(c, "GET /health HTTP/1.1\r\n\r\n")
+		fmt.Fprint(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 		if line, err := readHTTP(br); err != nil || line != "HTTP/1.1 200 OK" {
 			t.Fatalf("health over the inherited socket: %q, %v", line, err)
 		}

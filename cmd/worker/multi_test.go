@@ -146,9 +146,9 @@ func writeLoad(tb testing.TB, addr string, conns int, d time.Duration) loadResul
 				var req string
 				if i%4 == 3 {
 					body := `{"body":"write load says hi"}`
-					req = fmt.Sprintf("POST /posts HTTP/1.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", auth, len(body), body)
+					req = fmt.Sprintf("POST /posts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", auth, len(body), body)
 				} else {
-					req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", 1+rng.IntN(500000), auth)
+					req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", 1+rng.IntN(500000), auth)
 				}
 				start := time.Now()
 				if _, err := io.WriteString(nc, req); err != nil {

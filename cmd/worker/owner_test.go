@@ -266,12 +266,12 @@ func writer(addr string, g int, stop <-chan struct{}, a *ack, wg *sync.WaitGroup
 			if i%3 == 2 {
 				body = fmt.Sprintf("writer %d says %d", g, i)
 				js := `{"body":"` + body + `"}`
-				req = fmt.Sprintf("POST /posts HTTP/1.1\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", auth, len(js), js)
+				req = fmt.Sprintf("POST /posts HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", auth, len(js), js)
 			} else {
 				user = int64(1 + (g*13+i/2)%50)
 				post = int64(1 + (g*37+i*11)%200)
 				auth = bearer(user, "user_"+strconv.FormatInt(user, 10))
-				req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n", post, auth)
+				req = fmt.Sprintf("POST /posts/%d/like HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n", post, auth)
 			}
 			nc.SetDeadline(time.Now().Add(10 * time.Second))
 			_, err := io.WriteString(nc, req)
@@ -330,7 +330,7 @@ func reader(t *testing.T, addr string, stop <-chan struct{}, failed, ok *atomic.
 				path = fmt.Sprintf("/posts/%d", 1+i%200)
 			}
 			nc.SetDeadline(time.Now().Add(10 * time.Second))
-			_, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\n\r\n")
+			_, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 			var resp *http.Response
 			if err == nil {
 				resp, err = http.ReadResponse(br, nil)

@@ -113,7 +113,7 @@ func testSIGTERMDrainsAndExits(t *testing.T, transport string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	io.WriteString(c, "GET /health HTTP/1.1\r\n\r\n")
+	io.WriteString(c, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(c)
 	if line, _ := br.ReadString('\n'); !strings.Contains(line, "200") {
 		t.Fatalf("health: %q", line)

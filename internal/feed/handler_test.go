@@ -114,7 +114,7 @@ func TestHeadFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprint(c, "HEAD /feed HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+	fmt.Fprint(c, "HEAD /feed HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: "HEAD"})
 	if err != nil || resp.StatusCode != 200 || resp.ContentLength <= 0 {
