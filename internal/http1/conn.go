@@ -857,21 +857,25 @@ func (d *chunkDecoder) decode(b []byte, limit, lineLimit int, work *int) (bool, 
 			d.line = d.enc
 			d.phase = ckSize
 		default: // a line: ckSize or ckTrailer
+			maxLine := lineLimit
+			if d.phase == ckSize {
+				maxLine = maxChunkLine
+			}
 			d.line = max(d.line, d.enc)
 			i := bytes.IndexByte(b[d.line:], '\n')
 			if i < 0 {
 				*work += len(b) - d.line
 				d.line = len(b)
-				if d.phase == ckSize {
-					lineLimit = maxChunkLine
-				}
-				if len(b)-d.enc > lineLimit {
+				if len(b)-d.enc > maxLine {
 					return false, errBadRequest
 				}
 				return false, nil
 			}
 			*work += i + 1
 			end := d.line + i
+			if end-d.enc > maxLine {
+				return false, errBadRequest // as it is when the line comes in parts
+			}
 			line := b[d.enc:end]
 			d.enc, d.line = end+1, end+1
 			if len(line) == 0 || line[len(line)-1] != '\r' {

@@ -31,6 +31,12 @@ func FuzzParse(f *testing.F) {
 		"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
 		"\r\n\nGET http://h/x?y HTTP/1.1\nConnection: close\n\n",
 		"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX: a\x00b\r\nX: a\rb\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+		"GET /0 HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 ; a=b ;c;d=\"q \\\" ;x\"\r\nhello\r\n0;e\r\nT: v\r\n\r\n",
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n 5 \r\nhello\n0\n\n",
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n0\r\nbad\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -47,6 +47,10 @@ func FuzzLoop(f *testing.F) {
 		"\r\n\nGET http://h/x?y HTTP/1.1\nConnection: close\n\n",
 		"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+		"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n",
+		"GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+		"POST /async/c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 ; a=\"q \\\"\"\r\nhello\r\n" + strings.Repeat("1\r\nx\r\n", 100) + "0\r\nT: v\r\n\r\nGET /h HTTP/1.0\r\n\r\n",
+		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n",
 	} {
 		f.Add(uint64(len(s)), []byte(s))
 	}
