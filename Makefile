@@ -156,6 +156,7 @@ reliability: seed-cache
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/http1/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSplit$$' -fuzztime 30s ./internal/http1/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/httpframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseList$$' -fuzztime 30s ./internal/srcaddr/
 	$(GO) test -run '^$$' -fuzz '^FuzzCountPairs$$' -fuzztime 30s ./internal/procstat/
