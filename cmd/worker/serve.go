@@ -264,8 +264,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			stats := func() ipc.Msg {
 				st := srv.Stats()
 				healthy, why := probe.result()
+				wp := store.WritePath()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole()}
+					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
 			}
 			err := sup.Serve(ctx, stats)
 			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {

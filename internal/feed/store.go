@@ -87,6 +87,7 @@ import (
 	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/schema"
 	"github.com/onehost/onehost/internal/sqlitec"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // ErrPostNotFound reports that the post of a read or a like does not exist.
@@ -294,6 +295,7 @@ type Store struct {
 	checkpoints, checkpointsBusy atomic.Uint64
 	restarts                     atomic.Uint64
 	walFrames                    atomic.Int64
+	wp                           writepath.Recorder // the write path's counters (WritePath)
 
 	stop      chan struct{}
 	done      chan struct{} // closed when the checkpointer has returned
@@ -731,6 +733,10 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
+// WritePath returns the write path's counters since Open (package writepath): what the
+// worker reports to its supervisor for the ceiling sweep's "writes" verdict.
+func (s *Store) WritePath() writepath.Counters { return s.wp.Snapshot() }
+
 // WriteRole is Stats().Writes, cheaply: "owner", "follower", "none" or "flock".
 func (s *Store) WriteRole() string {
 	if s.node == nil {
@@ -1055,6 +1061,7 @@ func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames i
 		case <-timer.C:
 		}
 		next := interval
+		began := writepath.Now()
 		nLog, nCkpt, err := c.Checkpoint(sqlite3.SQLITE_CHECKPOINT_PASSIVE)
 		if err == nil && (nLog-nCkpt > 4*frames || nLog > 16*frames) {
 			// Other processes outran it (frames left behind), or the WAL was copied but
@@ -1065,6 +1072,7 @@ func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames i
 			c.SetBusyTimeout(0)
 			s.restarts.Add(1)
 		}
+		s.wp.Checkpoint(began)
 		var se *sqlitec.Error
 		switch {
 		case errors.As(err, &se) && isBusy(se.Code):
