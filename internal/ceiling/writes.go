@@ -25,6 +25,10 @@ const (
 	// writesCommitter: writes when the owner's committer was in a transaction at least
 	// this share of the run: one more write can only wait.
 	writesCommitter = 0.9
+	// writesOwnerCore: writes when the write owner's process used at least this share of
+	// a core (a prefork worker has one P: its HTTP share, every commit and the followers'
+	// forwarded writes all run there) while the server as a whole was not busy.
+	writesOwnerCore = 0.9
 )
 
 // WritePath is what the cluster's write path did over a run, from the workers' counters
@@ -64,6 +68,9 @@ type WritePath struct {
 	// Checkpoints in the window, and their time per second of it (all workers').
 	Checkpoints    uint64  `json:"checkpoints"`
 	CheckpointBusy float64 `json:"checkpoint_busy"`
+	// OwnerCores: the write owner's CPU seconds per second of the window (its whole
+	// process: HTTP, commits, forwarded writes, checkpoints); 0 when no worker said it owns.
+	OwnerCores float64 `json:"owner_cores"`
 }
 
 // writePathOf sums the workers' write counters between two status readings; nil when no
@@ -72,6 +79,7 @@ func writePathOf(before, after clusterStatus, rps float64, conns int) *WritePath
 	var sum writepath.Counters
 	var requests uint64
 	busiest := uint64(0)
+	ownerCPU := 0.0
 	found := false
 	for _, w := range after.Workers {
 		if w.WritePath == nil {
@@ -79,10 +87,14 @@ func writePathOf(before, after clusterStatus, rps float64, conns int) *WritePath
 		}
 		var b writepath.Counters
 		var breq uint64
+		bcpu := -1.0
 		for _, x := range before.Workers {
 			if x.ID == w.ID && x.PID == w.PID && x.WritePath != nil {
-				b, breq = *x.WritePath, x.Requests
+				b, breq, bcpu = *x.WritePath, x.Requests, x.CPUSeconds
 			}
+		}
+		if w.Writes == "owner" && bcpu >= 0 && bcpu <= w.CPUSeconds {
+			ownerCPU = w.CPUSeconds - bcpu
 		}
 		d := w.WritePath.Sub(b)
 		if breq <= w.Requests {
@@ -119,6 +131,7 @@ func writePathOf(before, after clusterStatus, rps float64, conns int) *WritePath
 		wp.CommitsPerS = round(float64(sum.Commits)/window, 1)
 		wp.CommitterBusy = round(float64(busiest)/1e9/window, 3)
 		wp.CheckpointBusy = round(float64(sum.CheckpointNs)/1e9/window, 3)
+		wp.OwnerCores = round(ownerCPU/window, 3)
 		if conns > 0 {
 			wp.Parked = round(float64(sum.WriteNs)/1e9/window/float64(conns), 3)
 		}
@@ -127,8 +140,9 @@ func writePathOf(before, after clusterStatus, rps float64, conns int) *WritePath
 }
 
 // judgeWrites returns the writes verdict and its evidence when the write path bounded the
-// run: the generator's connections were mostly parked on writes (writesParked), or the
-// owner's committer never rested (writesCommitter). cpu is Judge's server CPU text. It runs
+// run: the generator's connections were mostly parked on writes (writesParked), the
+// owner's committer never rested (writesCommitter), or the owner's process filled its core
+// (writesOwnerCore). cpu is Judge's server CPU text. It runs
 // after the cpu, nic and generator checks: a run whose cores are full is cpu even when its
 // writes wait too.
 func judgeWrites(e Evidence, cpu string) (verdict, evidence string) {
@@ -142,13 +156,15 @@ func judgeWrites(e Evidence, cpu string) (verdict, evidence string) {
 		why = fmt.Sprintf("connections waited on writes %.0f%% of the time", 100*w.Parked)
 	case w.CommitterBusy >= writesCommitter:
 		why = fmt.Sprintf("the owner committing %.0f%% of the time", 100*w.CommitterBusy)
+	case w.OwnerCores >= writesOwnerCore:
+		why = fmt.Sprintf("the write owner's process %.0f%% of a core", 100*w.OwnerCores)
 	default:
 		return "", ""
 	}
 	return VerdictWrites, fmt.Sprintf("writes: %s (%.1f%% of requests, %.0f/s, mean %.2f ms, p99 %.1f ms); "+
 		"%.0f commits/s, mean batch %.1f (max %d), committer busy %.0f%%, queue mean %.2f ms p99 %.1f ms, forward round trip %.2f ms, "+
-		"checkpoints %.0f%% of a core; %s",
+		"checkpoints %.0f%% of a core, owner process %.0f%% of a core; %s",
 		why, 100*w.WriteShare, w.WritesPerS, w.WriteMeanMs, w.WriteP99Ms,
 		w.CommitsPerS, w.MeanBatch, w.LargestBatch, 100*w.CommitterBusy, w.QueueMeanMs, w.QueueP99Ms, w.ForwardMeanMs,
-		100*w.CheckpointBusy, cpu)
+		100*w.CheckpointBusy, 100*w.OwnerCores, cpu)
 }

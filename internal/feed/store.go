@@ -182,6 +182,14 @@ type Options struct {
 	// CommitMax caps the writes of one batch; a full batch commits at once. Default 128.
 	CommitMax int
 
+	// OwnerProcs, when above the process's GOMAXPROCS, is the GOMAXPROCS it runs with
+	// while it is the write owner (back to what it was when it stops owning). Why: a
+	// prefork worker has one P, and its event loop (internal/http1's loop transport) keeps
+	// it while connections have data, so the owner's committer and the goroutines that
+	// read its followers' writes wait for the loop to yield, or for the runtime's 10 ms
+	// preemption; a second P serves them while the loop serves HTTP. 0: unchanged.
+	OwnerProcs int
+
 	// WriteTimeout bounds how long a write forwarded to the owner waits for its answer;
 	// past it the request fails as undecided (503), and from a second of silence on the
 	// process writes itself until the owner answers again. Default 5 s.
@@ -297,6 +305,8 @@ type Store struct {
 	walFrames                    atomic.Int64
 	wp                           writepath.Recorder // the write path's counters (WritePath)
 
+	ownerProcsN, procsBefore int // Options.OwnerProcs; GOMAXPROCS before it was raised (0: not raised)
+
 	stop      chan struct{}
 	done      chan struct{} // closed when the checkpointer has returned
 	closeOnce sync.Once
@@ -338,6 +348,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		done:        make(chan struct{}),
 		mmapSize:    opts.MmapSize,
 		mmapKick:    make(chan struct{}, 1),
+		ownerProcsN: opts.OwnerProcs,
 	}
 	s.readMmap.Store(opts.MmapSize)
 	var ckpt *sqlitec.Conn
@@ -567,6 +578,7 @@ func normalizeSQL(q string) string {
 // onWriteRole chooses the read connections' mmap for the write role this process took
 // (see Options.MmapSize); tuneReaders applies it.
 func (s *Store) onWriteRole(role string) {
+	s.ownerProcs(role == owner.RoleOwner)
 	switch role {
 	case owner.RoleOwner:
 		if s.shared {
@@ -582,6 +594,20 @@ func (s *Store) onWriteRole(role string) {
 	select {
 	case s.mmapKick <- struct{}{}:
 	default:
+	}
+}
+
+// ownerProcs raises GOMAXPROCS to Options.OwnerProcs while this process owns the writes,
+// and puts it back when it stops (see OwnerProcs). Called from the election's goroutine
+// alone.
+func (s *Store) ownerProcs(owning bool) {
+	switch {
+	case owning && s.procsBefore == 0 && s.ownerProcsN > runtime.GOMAXPROCS(0):
+		s.procsBefore = runtime.GOMAXPROCS(s.ownerProcsN)
+		s.log.Info("write owner: GOMAXPROCS raised", zap.Int("gomaxprocs", s.ownerProcsN), zap.Int("was", s.procsBefore))
+	case !owning && s.procsBefore != 0:
+		runtime.GOMAXPROCS(s.procsBefore)
+		s.procsBefore = 0
 	}
 }
 
