@@ -68,6 +68,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	window := fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", "1ms"),
 		"the least time between the starts of two small group commits (8 or more waiting writes commit at once); 0: none (env COMMIT_WINDOW)")
 	commitMax := fs.String("commit-max", envOr(getenv, "COMMIT_MAX", "128"), "the most writes in one group commit (env COMMIT_MAX)")
+	ownerProcs := fs.String("owner-gomaxprocs", envOr(getenv, "OWNER_GOMAXPROCS", "0"),
+		"GOMAXPROCS while this worker is the write owner, when above its own (a second P runs the commits and the followers' writes while the event loop serves HTTP); 0: unchanged (env OWNER_GOMAXPROCS)")
 	writeTimeout := fs.String("write-timeout", envOr(getenv, "WRITE_TIMEOUT", "5s"),
 		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
 	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
@@ -105,6 +107,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, fmt.Errorf("COMMIT_MAX (-commit-max) %q: want a number of writes from 1 to 100000", *commitMax)
 	} else {
 		c.store.CommitMax = n
+	}
+	if n, err := strconv.Atoi(*ownerProcs); err != nil || n < 0 || n > 1024 {
+		return c, fmt.Errorf("OWNER_GOMAXPROCS (-owner-gomaxprocs) %q: want a number of Ps from 0 (unchanged) to 1024", *ownerProcs)
+	} else {
+		c.store.OwnerProcs = n
 	}
 	if n, err := strconv.ParseInt(*mmap, 10, 64); err != nil || n < 0 {
 		return c, fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *mmap)
@@ -264,8 +271,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			stats := func() ipc.Msg {
 				st := srv.Stats()
 				healthy, why := probe.result()
+				wp := store.WritePath()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole()}
+					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
 			}
 			err := sup.Serve(ctx, stats)
 			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {

@@ -152,6 +152,9 @@ type Run struct {
 	// Steering is how the cluster dealt connections to its workers (`supervisor status`:
 	// "bpf-rr" or "hash"); "" for other modes.
 	Steering string `json:"steering,omitempty"`
+	// WritePath is the cluster's write path over the run, from its workers' counters
+	// (writes.go); nil for workers that report none.
+	WritePath *WritePath `json:"write_path,omitempty"`
 
 	Verdict  string `json:"verdict,omitempty"`
 	Evidence string `json:"evidence,omitempty"`

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Server is one running server: the supervisor with its workers, one worker, or a peer
@@ -206,6 +208,11 @@ type clusterStatus struct {
 		Status      string `json:"status"`
 		Requests    uint64 `json:"requests"`
 		Connections int64  `json:"connections"`
+		// WritePath: the worker's write counters (writes.go), nil when it keeps none;
+		// Writes its write role ("owner", ...); CPUSeconds its CPU time so far.
+		WritePath  *writepath.Counters `json:"write_path"`
+		Writes     string              `json:"writes"`
+		CPUSeconds float64             `json:"cpu_seconds"`
 	} `json:"workers"`
 }
 

@@ -679,6 +679,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		}
 		r.Workers = shares(before, after, midSt)
 		r.Steering = before.Steering
+		r.WritePath = writePathOf(before, after, r.RPS, r.Connections)
 	}
 	// The sqlite verdict compares p99 with the same workload's at the sweep's smallest N.
 	base, baseCPU := 0.0, 0.0

@@ -112,6 +112,8 @@ type Evidence struct {
 	BaselineP99Ms float64 // the same workload's p99 on one worker; 0 unknown
 	CPUUs         float64 // server CPU µs per request
 	BaselineCPUUs float64 // the same workload's on one worker; 0 unknown
+	// WritePath is the cluster's write counters over the run (writes.go); nil unknown.
+	WritePath *WritePath
 }
 
 // EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
@@ -129,6 +131,7 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 		GenBound: r.GenBoundFlag, GenSaturated: r.GenSaturated, GenReason: r.GenSaturation, GenBusyCores: r.GenBusyCores, GenThreads: r.GenThreads, GenMaxThread: r.GenMaxThread,
 		Requests: r.Requests, ConnectErrors: r.ConnectErrors, Errors: r.Errors, ErrorText: r.ErrorText,
 		Writes: r.Writes, P99Ms: r.P99Ms, BaselineP99Ms: baselineP99Ms, CPUUs: r.ServerCPUUsPerReq,
+		WritePath: r.WritePath,
 	}
 }
 
@@ -137,8 +140,9 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 // so no other figure of it can be trusted), fd (failures make every other figure moot), sqlite by CPU growth (a writing workload whose
 // CPU per request multiplied as connections were added), cpu (the server's own cores full), nic
 // (the link full while the cores are not), generator (the offered load was the limit),
-// cpu of the host (no idle CPU left anywhere: shared cores or other processes), sqlite;
-// otherwise unclear.
+// cpu of the host (no idle CPU left anywhere: shared cores or other processes), writes (the
+// workers' write counters show connections parked on writes or the committer full,
+// writes.go), sqlite; otherwise unclear.
 func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	t = t.withDefaults()
 	cores := float64(e.ServerCores)
@@ -182,6 +186,9 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 		}
 		return VerdictCPU, fmt.Sprintf("%s %.0f%% busy (%s, generator %.0f%%, the rest other processes)",
 			where, 100-e.HostIdlePct, cpu, 100*e.GenBusyCores)
+	}
+	if v, ev := judgeWrites(e, cpu); v != "" {
+		return v, ev
 	}
 	if e.Writes && cores > 0 && e.ServerBusyCores < t.SQLiteIdle*cores {
 		if e.BaselineP99Ms > 0 && e.P99Ms >= t.SQLiteLatency*e.BaselineP99Ms {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Worker states, as `status` prints them (PM2's words).
@@ -84,6 +85,9 @@ type proc struct {
 	healthErr   string       // why unhealthy, as the worker said
 	writes      string       // the worker's part in its database's writes, as it said (ipc.Msg.Writes)
 	serve       servingWatch // whether it serves its slot, for those without ipc (serving.go)
+
+	// writePath is the worker's write-path counters, as it last sent them (ipc.Msg.WritePath).
+	writePath *writepath.Counters
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every

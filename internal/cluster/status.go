@@ -89,7 +89,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.CPUSeconds = float64(p.cpuTicks) / clockTicks
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
 				r.Health, r.HealthError = p.health, p.healthErr
-				r.Writes = p.writes
+				r.Writes, r.WritePath = p.writes, p.writePath
 				r.Note = p.statusText
 				r.NoCounters = !p.speaksIPC
 				r.Adopted = p.adopted

@@ -49,6 +49,7 @@ import (
 
 	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/steering"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Options are the supervisor's collaborators. The zero value works.
@@ -135,6 +136,10 @@ type WorkerStatus struct {
 	// worker: "owner" for the one that commits every worker's writes, "follower"), or ""
 	// when it reports none. Shown, not acted on.
 	Writes string `json:"writes,omitempty"`
+	// WritePath is the worker's write-path counters since it started, as its last stats
+	// answer gave them (package writepath; the feed worker's), or nil. The ceiling sweep
+	// subtracts two readings to judge whether writes bounded a run.
+	WritePath *writepath.Counters `json:"write_path,omitempty"`
 	// Note is the worker's own one-line status, as it last sent it with sd_notify's
 	// STATUS= ("" when it sends none).
 	Note string `json:"note,omitempty"`

@@ -34,6 +34,7 @@ import (
 
 	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/sqlitec"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Op kinds.
@@ -59,6 +60,8 @@ type op struct {
 	peer *owner.Peer   // a forwarded op: answered to this follower ...
 	req  uint64        // ... as its request req
 	wire []byte        // the encoded request or answer
+
+	arrived int64 // when it reached the batcher (writepath.Now), for the queue wait
 }
 
 var ops = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
@@ -116,6 +119,7 @@ func (b *batcher) submit(o *op) {
 		o.finish()
 		return
 	}
+	o.arrived = writepath.Now()
 	b.queue = append(b.queue, o)
 	n := len(b.queue)
 	b.mu.Unlock()
@@ -202,13 +206,16 @@ func (b *batcher) run() {
 			clear(b.queue[rest:])
 			b.queue = b.queue[:rest]
 			b.mu.Unlock()
+			began := writepath.Now()
 			b.commit(batch)
+			done := b.s.wp.Commit(began, k)
 			b.batches.Add(1)
 			b.written.Add(uint64(k))
 			if int64(k) > b.largest.Load() {
 				b.largest.Store(int64(k))
 			}
 			for i, o := range batch {
+				b.s.wp.Queued(o.arrived, done)
 				o.finish()
 				batch[i] = nil
 			}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 
 	"github.com/onehost/onehost/internal/owner"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Answer statuses.
@@ -42,6 +43,7 @@ var errMalformed = errors.New("malformed write message")
 // exec runs o, forwarded to the write owner or in this process, and returns when o has its
 // result.
 func (s *Store) exec(o *op) {
+	start := writepath.Now()
 	if s.node != nil {
 		o.wire = appendRequest(o.wire[:0], o)
 		ans, err := s.node.Forward(o.wire, o.wire[len(o.wire):])
@@ -50,14 +52,17 @@ func (s *Store) exec(o *op) {
 			if err := decodeAnswer(ans, o); err != nil {
 				o.err = fmt.Errorf("answer of the write owner: %w", err)
 			}
+			s.wp.Write(start, true)
 			return
 		case !errors.Is(err, owner.ErrNoOwner):
 			o.err = err // undecided: ErrOwnerLost or ErrOwnerTimeout
+			s.wp.Write(start, true)
 			return
 		}
 	}
 	s.batch.submit(o)
 	<-o.done
+	s.wp.Write(start, false)
 }
 
 // serveForwarded is the owner's side: a follower's write joins the next batch, and the

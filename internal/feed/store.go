@@ -87,6 +87,7 @@ import (
 	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/schema"
 	"github.com/onehost/onehost/internal/sqlitec"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // ErrPostNotFound reports that the post of a read or a like does not exist.
@@ -180,6 +181,14 @@ type Options struct {
 
 	// CommitMax caps the writes of one batch; a full batch commits at once. Default 128.
 	CommitMax int
+
+	// OwnerProcs, when above the process's GOMAXPROCS, is the GOMAXPROCS it runs with
+	// while it is the write owner (back to what it was when it stops owning). Why: a
+	// prefork worker has one P, and its event loop (internal/http1's loop transport) keeps
+	// it while connections have data, so the owner's committer and the goroutines that
+	// read its followers' writes wait for the loop to yield, or for the runtime's 10 ms
+	// preemption; a second P serves them while the loop serves HTTP. 0: unchanged.
+	OwnerProcs int
 
 	// WriteTimeout bounds how long a write forwarded to the owner waits for its answer;
 	// past it the request fails as undecided (503), and from a second of silence on the
@@ -294,6 +303,9 @@ type Store struct {
 	checkpoints, checkpointsBusy atomic.Uint64
 	restarts                     atomic.Uint64
 	walFrames                    atomic.Int64
+	wp                           writepath.Recorder // the write path's counters (WritePath)
+
+	ownerProcsN, procsBefore int // Options.OwnerProcs; GOMAXPROCS before it was raised (0: not raised)
 
 	stop      chan struct{}
 	done      chan struct{} // closed when the checkpointer has returned
@@ -336,6 +348,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		done:        make(chan struct{}),
 		mmapSize:    opts.MmapSize,
 		mmapKick:    make(chan struct{}, 1),
+		ownerProcsN: opts.OwnerProcs,
 	}
 	s.readMmap.Store(opts.MmapSize)
 	var ckpt *sqlitec.Conn
@@ -565,6 +578,7 @@ func normalizeSQL(q string) string {
 // onWriteRole chooses the read connections' mmap for the write role this process took
 // (see Options.MmapSize); tuneReaders applies it.
 func (s *Store) onWriteRole(role string) {
+	s.ownerProcs(role == owner.RoleOwner)
 	switch role {
 	case owner.RoleOwner:
 		if s.shared {
@@ -580,6 +594,20 @@ func (s *Store) onWriteRole(role string) {
 	select {
 	case s.mmapKick <- struct{}{}:
 	default:
+	}
+}
+
+// ownerProcs raises GOMAXPROCS to Options.OwnerProcs while this process owns the writes,
+// and puts it back when it stops (see OwnerProcs). Called from the election's goroutine
+// alone.
+func (s *Store) ownerProcs(owning bool) {
+	switch {
+	case owning && s.procsBefore == 0 && s.ownerProcsN > runtime.GOMAXPROCS(0):
+		s.procsBefore = runtime.GOMAXPROCS(s.ownerProcsN)
+		s.log.Info("write owner: GOMAXPROCS raised", zap.Int("gomaxprocs", s.ownerProcsN), zap.Int("was", s.procsBefore))
+	case !owning && s.procsBefore != 0:
+		runtime.GOMAXPROCS(s.procsBefore)
+		s.procsBefore = 0
 	}
 }
 
@@ -730,6 +758,10 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// WritePath returns the write path's counters since Open (package writepath): what the
+// worker reports to its supervisor for the ceiling sweep's "writes" verdict.
+func (s *Store) WritePath() writepath.Counters { return s.wp.Snapshot() }
 
 // WriteRole is Stats().Writes, cheaply: "owner", "follower", "none" or "flock".
 func (s *Store) WriteRole() string {
@@ -1055,6 +1087,7 @@ func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames i
 		case <-timer.C:
 		}
 		next := interval
+		began := writepath.Now()
 		nLog, nCkpt, err := c.Checkpoint(sqlite3.SQLITE_CHECKPOINT_PASSIVE)
 		if err == nil && (nLog-nCkpt > 4*frames || nLog > 16*frames) {
 			// Other processes outran it (frames left behind), or the WAL was copied but
@@ -1065,6 +1098,7 @@ func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames i
 			c.SetBusyTimeout(0)
 			s.restarts.Add(1)
 		}
+		s.wp.Checkpoint(began)
 		var se *sqlitec.Error
 		switch {
 		case errors.As(err, &se) && isBusy(se.Code):

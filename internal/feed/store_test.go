@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -1120,4 +1121,61 @@ func BenchmarkDatabaseSQL(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestWritePathCounters: two Stores on one file elect a write owner, as two workers do;
+// the follower's writes count as forwarded there and as committed at the owner, which
+// counts every write's queue wait (package writepath, the ceiling's writes verdict).
+func TestWritePathCounters(t *testing.T) {
+	path := newTestDB(t)
+	a := openTestStore(t, path, Options{ReadConns: 1, CheckpointInterval: 5 * time.Millisecond})
+	b := openTestStore(t, path, Options{ReadConns: 1, CheckpointInterval: 5 * time.Millisecond})
+	const writes = 20
+	for i := range writes {
+		for _, s := range []*Store{a, b} {
+			if _, _, err := s.Like(nil, int64(1+i%5), int64(1+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a checkpoint or two
+	own, fol := a, b
+	if b.WriteRole() == "owner" {
+		own, fol = b, a
+	}
+	if own.WriteRole() != "owner" || fol.WriteRole() != "follower" {
+		t.Fatalf("roles %s and %s, want an owner and a follower", a.WriteRole(), b.WriteRole())
+	}
+	o, f := own.WritePath(), fol.WritePath()
+	if o.Writes != writes || o.Forwards != 0 || f.Writes != writes || f.Forwards != writes {
+		t.Errorf("owner %d writes (%d forwarded), follower %d (%d forwarded); want %d each, the follower's all forwarded",
+			o.Writes, o.Forwards, f.Writes, f.Forwards, writes)
+	}
+	if o.Committed != 2*writes || o.Commits == 0 || f.Commits != 0 || o.LargestBatch < 1 {
+		t.Errorf("owner committed %d writes in %d commits (largest %d), follower %d commits; want all %d at the owner",
+			o.Committed, o.Commits, o.LargestBatch, f.Commits, 2*writes)
+	}
+	if o.QueueNs == 0 || o.CommitNs == 0 || f.ForwardNs < uint64(f.Forwards) || len(o.QueueHist) == 0 || len(f.WriteHist) == 0 {
+		t.Errorf("times: owner queue %d ns, commit %d ns, follower forward %d ns; want all counted", o.QueueNs, o.CommitNs, f.ForwardNs)
+	}
+	if o.Checkpoints+f.Checkpoints == 0 {
+		t.Errorf("no checkpoint counted")
+	}
+}
+
+// TestOwnerProcs: the write owner runs with Options.OwnerProcs Ps.
+func TestOwnerProcs(t *testing.T) {
+	cur := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(cur) })
+	s := openTestStore(t, newTestDB(t), Options{ReadConns: 1, OwnerProcs: cur + 1})
+	if s.WriteRole() != "owner" {
+		t.Fatalf("role %s, want owner", s.WriteRole())
+	}
+	if got := runtime.GOMAXPROCS(0); got != cur+1 {
+		t.Errorf("GOMAXPROCS %d while owning, want %d", got, cur+1)
+	}
+	s.ownerProcs(false) // what losing the role does
+	if got := runtime.GOMAXPROCS(0); got != cur {
+		t.Errorf("GOMAXPROCS %d after owning, want %d back", got, cur)
+	}
 }

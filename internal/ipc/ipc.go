@@ -29,6 +29,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Environment variables of the worker protocol, set by the supervisor for each child.
@@ -71,6 +73,10 @@ type Msg struct {
 	// worker names it (the feed worker: "owner", "follower", "none" or "flock"); shown by
 	// the supervisor, not interpreted.
 	Writes string `json:"writes,omitempty"`
+	// WritePath, in a stats answer, is the worker's write-path counters (package
+	// writepath): shown by the supervisor in status -json and /metrics, read by the
+	// ceiling sweep; nil from a worker that keeps none.
+	WritePath *writepath.Counters `json:"write_path,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.
