@@ -92,6 +92,11 @@ type Options struct {
 	// does, through ipc.Rejoin): others would serve on unsupervised. Default: none, and the
 	// workers die with the supervisor.
 	Adopt string
+	// NotifyDir is where Start makes the directory of the workers' sd_notify sockets.
+	// cmd/supervisor gives one beside its control socket, in its own runtime directory,
+	// and empties it at start, so that a crash leaves nothing behind for long. Default:
+	// os.TempDir().
+	NotifyDir string
 	// AdoptAll makes Start take over every worker waiting at the rendezvous or fail,
 	// leaving them waiting there: an upgrade's new image (cmd/supervisor), whose failure
 	// gives the previous binary back, which takes them. Otherwise a worker that cannot be
@@ -319,7 +324,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.ctx = ctx
 	s.count = n
 	s.clock = newStallClock(stallAllowance(s.cfg.StatsInterval.D()), time.Now())
-	if dir, err := os.MkdirTemp("", "onehost-notify-"); err != nil {
+	notifyIn, pattern := s.opt.NotifyDir, ""
+	if notifyIn == "" {
+		notifyIn, pattern = os.TempDir(), "onehost-notify-"
+	}
+	if dir, err := os.MkdirTemp(notifyIn, pattern); err != nil {
 		s.log.Warn("no sd_notify sockets for the workers: READY=1 will not be heard", zap.Error(err))
 	} else {
 		s.notifyDir = dir

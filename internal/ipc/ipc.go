@@ -71,6 +71,10 @@ type Msg struct {
 	// worker names it (the feed worker: "owner", "follower", "none" or "flock"); shown by
 	// the supervisor, not interpreted.
 	Writes string `json:"writes,omitempty"`
+	// Rejoin, in a ready message (the worker's greeting), says the worker outlives its
+	// supervisor and rejoins the next one at EnvAdopt (rejoin.go): it has cleared its
+	// parent-death signal (OutliveParent). A worker that does not say so dies with it.
+	Rejoin bool `json:"rejoin,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.

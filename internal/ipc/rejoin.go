@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A worker outlives its supervisor: when the channel's other end closes (the supervisor was
@@ -57,6 +59,19 @@ var protoVersion = "1"
 func Proto() int {
 	n, _ := strconv.Atoi(protoVersion)
 	return n
+}
+
+// OutliveParent clears the calling thread's parent-death signal, which the supervisor
+// sets for every worker (SIGKILL at its death, so that programs that cannot rejoin do not
+// serve on unsupervised): a worker given EnvAdopt calls it to outlive a kill -9 or an
+// upgrade of its supervisor and rejoin the next. The kernel keeps the signal per thread,
+// on the thread that exec'd (the main thread), so call it from there: a Go program's init
+// functions run on it.
+func OutliveParent() error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear the parent-death signal: %w", err)
+	}
+	return nil
 }
 
 // AdoptWait reads EnvAdoptWait from the value given ("" or invalid: 0, no waiting).
@@ -111,6 +126,13 @@ func rejoinOnce(path string, line []byte, socket *os.File, deadline time.Time) (
 		return nil, nil, err
 	}
 	uc := nc.(*net.UnixConn)
+	// Nothing, the listening socket least of all, goes to a process of another user that
+	// answers at the path: it would take over the port's traffic. Such a peer is no
+	// supervisor of ours; keep dialling for the real one.
+	if err := CheckPeer(uc); err != nil {
+		uc.Close()
+		return nil, nil, err
+	}
 	var oob []byte
 	if socket != nil {
 		oob = syscall.UnixRights(int(socket.Fd()))
