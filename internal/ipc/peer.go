@@ -17,7 +17,9 @@ func PeerCred(c *net.UnixConn) (*syscall.Ucred, error) {
 	}
 	var cred *syscall.Ucred
 	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED) }); err != nil {
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
 		return nil, fmt.Errorf("read peer credentials: %w", err)
 	}
 	if cerr != nil {
