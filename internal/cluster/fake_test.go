@@ -32,6 +32,16 @@ import (
 // variable names the role.
 const roleEnv = "CLUSTER_TEST_ROLE"
 
+// init: a fake worker told where to rejoin clears its parent-death signal, as cmd/worker
+// does, on the main thread (init runs there); it says so in its ready message.
+func init() {
+	if os.Getenv(roleEnv) == "worker" && os.Getenv(ipc.EnvAdopt) != "" {
+		if err := ipc.OutliveParent(); err != nil {
+			panic(err)
+		}
+	}
+}
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "worker":
@@ -156,7 +166,7 @@ func fakeWorker() {
 			}()
 		}
 	default:
-		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
+		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid(), Rejoin: os.Getenv(ipc.EnvAdopt) != ""})
 	}
 	stats := func() ipc.Msg {
 		return ipc.Msg{PID: os.Getpid(), Requests: reqs.Load(), Connections: conns.Load()}
