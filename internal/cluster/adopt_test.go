@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // prober does one request on a fresh connection every millisecond until stopped, and
@@ -117,4 +123,53 @@ func TestAbandonedWorkersExit(t *testing.T) {
 		t.Fatal("workers died before adopt_wait")
 	}
 	waitFor(t, 10*time.Second, "abandoned workers gone", func() bool { return gone(old[0]) && gone(old[1]) })
+}
+
+// TestAdoptRefusesFarSlot: a worker at the rendezvous claiming a slot past the configured
+// count, with the slots between empty, is asked to drain and the cluster keeps its size:
+// one claiming slot 1023 once grew it to 1,024 slots, the empty ones started anew. (The
+// adoptee is this test process: its pid and start time are real, as checkAdoptee wants.)
+func TestAdoptRefusesFarSlot(t *testing.T) {
+	t.Parallel()
+	rv := filepath.Join(t.TempDir(), "adopt.sock")
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: rv, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close() // left behind, as by a supervisor killed -9
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lf, _ := ln.(*net.TCPListener).File()
+	defer lf.Close()
+	started, err := procstat.StartTime("", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoined := make(chan error, 1)
+	go func() {
+		c, _, err := ipc.Rejoin(context.Background(), rv, ipc.Hello{PID: os.Getpid(), Slot: 7, Started: started}, lf, 10*time.Second)
+		if c != nil {
+			c.Close()
+		}
+		rejoined <- err
+	}()
+	s, logs := startClusterOpts(t, Config{Instances: 2}, Options{Adopt: rv})
+	select {
+	case err := <-rejoined:
+		if !errors.Is(err, ipc.ErrDrain) {
+			t.Errorf("Rejoin of slot 7 = %v, want asked to drain", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Rejoin did not return")
+	}
+	if st := s.Status(); len(st) != 2 {
+		t.Errorf("%d slots after a claim of slot 7, want the configured 2", len(st))
+	}
+	if !strings.Contains(logs.String(), "past the configured count") {
+		t.Errorf("no log line for the refusal:\n%s", logs)
+	}
 }
