@@ -70,7 +70,7 @@ func TestRuntimeDirRefusesPlanted(t *testing.T) {
 			if c.explict {
 				args = append(args, "-socket", filepath.Join(dir, "supervisor.sock"))
 			}
-			args = append(args, "--", os.Args[0])
+			args = append(args, "--", "/bin/sleep", "60") // never started when refused
 			getenv := func(k string) string {
 				if k == "XDG_RUNTIME_DIR" {
 					return xdg

@@ -2,15 +2,20 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,5 +176,91 @@ func TestAdoptRefusesFarSlot(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "past the configured count") {
 		t.Errorf("no log line for the refusal:\n%s", logs)
+	}
+}
+
+// TestAdoptRefusesOtherUser: a root supervisor adopts no process of another user, however
+// well it plays a worker (its own pid and start time, a listening socket passed): a root
+// supervisor once took any uid's. The other user's process is a copy of this test binary
+// run as uid 65534; checkAdoptee gets the connection to it. Skipped unless root.
+func TestAdoptRefusesOtherUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("runs a process as uid 65534: needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		os.Chmod(d, 0o777)
+	}
+	bin := filepath.Join(dir, "helper")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "adoptee.sock")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), roleEnv+"=nobody-adoptee", "ADOPTEE_LISTEN="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var uc *net.UnixConn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("unix", path); err == nil {
+			uc = c.(*net.UnixConn)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the adoptee as nobody did not start: %s", &out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer uc.Close()
+	log, _ := testLogger(t)
+	s, err := New(Config{Instances: 1, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}}, Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.checkAdoptee(uc)
+	if err == nil {
+		a.socket.Close()
+		t.Fatalf("a process of uid 65534 was taken as a worker (pid %d)", a.hello.PID)
+	}
+	if !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("checkAdoptee = %v, want it refused for its uid", err)
+	}
+}
+
+// nobodyAdoptee plays a worker at the rendezvous, the other way round: it listens at
+// ADOPTEE_LISTEN, and sends its true hello and a listening socket to whoever connects.
+func nobodyAdoptee() {
+	path := os.Getenv("ADOPTEE_LISTEN")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	os.Chmod(path, 0o777)
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.Exit(2)
+	}
+	lf, _ := tl.(*net.TCPListener).File()
+	started, _ := procstat.StartTime("", os.Getpid())
+	line, _ := json.Marshal(ipc.Hello{Type: ipc.TypeAdopt, PID: os.Getpid(), Slot: 0, Started: started, Proto: ipc.Proto()})
+	for {
+		uc, err := ln.AcceptUnix()
+		if err != nil {
+			os.Exit(2)
+		}
+		uc.WriteMsgUnix(append(line, '\n'), syscall.UnixRights(int(lf.Fd())), nil)
+		io.Copy(io.Discard, uc)
+		uc.Close()
 	}
 }

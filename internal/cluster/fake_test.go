@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	case "supervisor":
 		fakeSupervisor()
 		os.Exit(0)
+	case "nobody-adoptee": // another user's process at the rendezvous (adopt_test.go)
+		nobodyAdoptee()
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
