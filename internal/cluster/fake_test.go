@@ -216,7 +216,10 @@ func fakeWorker() {
 // waits to be killed.
 func fakeSupervisor() {
 	wait, _ := time.ParseDuration(os.Getenv("FAKE_ADOPT_WAIT"))
-	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, AdoptWait: Duration(wait)},
+	// Online once ready: the worker has cleared its parent-death signal by then (in init),
+	// so a kill -9 right after the line below does not take it along.
+	ready := true
+	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, AdoptWait: Duration(wait), WaitReady: &ready},
 		Options{Environ: workerEnv(), Adopt: os.Getenv("FAKE_ADOPT")})
 	if err != nil {
 		fmt.Println("error", err)
