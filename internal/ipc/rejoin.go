@@ -21,7 +21,8 @@ import (
 // EnvAdoptWait. It sends a TypeAdopt message with its pid and slot, its listening socket
 // passed along (SCM_RIGHTS), so the new supervisor takes over the very socket and its queue;
 // the answer (TypeAdopted) carries the write end of a new pipe for the worker's output, as
-// the old one went with the supervisor. A worker that finds no supervisor in time drains
+// the old one went with the supervisor. The worker sends nothing to a listener that is not
+// of its own user or root (CheckPeer): it keeps dialling for the real supervisor. A worker that finds no supervisor in time drains
 // and exits, so an abandoned cluster never serves for ever.
 const (
 	// EnvAdopt is the path of the rendezvous socket.
