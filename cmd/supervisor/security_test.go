@@ -113,7 +113,7 @@ func TestDefaultSocket(t *testing.T) {
 // at path and answers every connection with an HTTP 200 "stopped", reporting on its
 // stdout what it read (bytes, descriptors): another user's program where the supervisor
 // should be. Skips unless root.
-func nobodyListener(t *testing.T, path string) *bytes.Buffer {
+func nobodyListener(t *testing.T, path string) *syncBuffer {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("runs a listener as uid 65534: needs root (CI runs as root)")
@@ -135,7 +135,7 @@ func nobodyListener(t *testing.T, path string) *bytes.Buffer {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), roleEnv+"=nobody-listener", "NOBODY_LISTEN="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out := &bytes.Buffer{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
