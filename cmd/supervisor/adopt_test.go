@@ -82,11 +82,18 @@ func (p *loadProbe) end(t *testing.T) {
 // its workers' program (none: the worker beside it).
 func startSupervisorBin(t *testing.T, supervisor, cfg, socket, listen string, command ...string) *exec.Cmd {
 	t.Helper()
+	return startSupervisorBinIn(t, "", supervisor, cfg, socket, listen, command...)
+}
+
+// startSupervisorBinIn is startSupervisorBin in the working directory wd ("": this one).
+func startSupervisorBinIn(t *testing.T, wd, supervisor, cfg, socket, listen string, command ...string) *exec.Cmd {
+	t.Helper()
 	args := []string{"run", "-config", cfg, "-socket", socket, "-listen", listen}
 	if len(command) > 0 {
 		args = append(append(args, "--"), command...)
 	}
 	cmd := exec.Command(supervisor, args...)
+	cmd.Dir = wd
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
@@ -107,20 +114,57 @@ func startSupervisorBin(t *testing.T, supervisor, cfg, socket, listen string, co
 // probe's load.
 type adoptable struct {
 	cfg, sock, listen string
+	worker, wd        string // the workers' command and the supervisor's working directory
 	ctl               *runningCluster
 	first             *exec.Cmd
 	old               []int // the workers' pids
 	probe             *loadProbe
 }
 
+// Where the worker program lies for an adoption case (kill -9 survival no longer depends
+// on it: the worker clears its own parent-death signal).
+const (
+	workerBeside    = "beside the supervisor"
+	workerElsewhere = "in another directory"
+	workerRelative  = "named by a relative path"
+)
+
+// placeWorker puts a copy of the worker where says and returns the command naming it and
+// the working directory the supervisor runs in ("": the test's).
+func placeWorker(t *testing.T, bins binaries, where string) (command, wd string) {
+	t.Helper()
+	if where == workerBeside {
+		return bins.worker, ""
+	}
+	wd = t.TempDir()
+	b, err := os.ReadFile(bins.worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(wd, "bin"), 0o755)
+	if err := os.WriteFile(filepath.Join(wd, "bin", "worker"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if where == workerRelative {
+		return "./bin/worker", wd
+	}
+	return filepath.Join(wd, "bin", "worker"), ""
+}
+
 func startAdoptable(t *testing.T, bins binaries) adoptable {
+	t.Helper()
+	return startAdoptableAt(t, bins, workerBeside)
+}
+
+func startAdoptableAt(t *testing.T, bins binaries, where string) adoptable {
 	t.Helper()
 	dir := t.TempDir()
 	db := seedtest.Tiny(t, dir, false)
 	c := adoptable{cfg: filepath.Join(dir, "cluster.yaml"), sock: filepath.Join(dir, "s.sock"), listen: "127.0.0.1:" + freePort(t)}
 	os.WriteFile(c.cfg, []byte(clusterConfig(2, db, filepath.Join(dir, "products.db"), "")), 0o600)
 	c.ctl = &runningCluster{socket: c.sock}
-	c.first = startSupervisorBin(t, bins.supervisor, c.cfg, c.sock, c.listen, bins.worker)
+	c.worker, c.wd = placeWorker(t, bins, where)
+	c.first = startSupervisorBinIn(t, c.wd, bins.supervisor, c.cfg, c.sock, c.listen, c.worker)
 	var st statusReply
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
@@ -136,9 +180,10 @@ func startAdoptable(t *testing.T, bins binaries) adoptable {
 // supervisorKill9Adopt: the supervisor is killed with -9 under load; its workers serve on;
 // a new supervisor on the same control socket adopts them all (same pids, shown adopted)
 // within a second of its start, a rolling reload then replaces them, and a kill -9 of a
-// worker after that is restarted as usual. Nothing fails throughout.
-func supervisorKill9Adopt(t *testing.T, bins binaries) {
-	c := startAdoptable(t, bins)
+// worker after that is restarted as usual. Nothing fails throughout, wherever the worker
+// lies (where): once only the worker beside the supervisor survived.
+func supervisorKill9Adopt(t *testing.T, bins binaries, where string) {
+	c := startAdoptableAt(t, bins, where)
 	cfg, sock, listen, ctl, first, old, probe := c.cfg, c.sock, c.listen, c.ctl, c.first, c.old, c.probe
 	var st statusReply
 	first.Process.Kill()
@@ -150,7 +195,7 @@ func supervisorKill9Adopt(t *testing.T, bins binaries) {
 		}
 	}
 	began := time.Now()
-	startSupervisorBin(t, bins.supervisor, cfg, sock, listen, bins.worker)
+	startSupervisorBinIn(t, c.wd, bins.supervisor, cfg, sock, listen, c.worker)
 	waitUntil(t, 30*time.Second, "the new supervisor online", func() bool {
 		var err error
 		st, err = ctl.status()

@@ -88,7 +88,6 @@ type fleetSetup struct {
 	workers  *workerLogs         // -log-dir; nil: none
 	notifier *sdnotify.Notifier  // systemd's; nil: not under systemd
 	kept     map[string]*os.File // sockets systemd kept (listenFDs); an app takes its own out
-	ours     string              // the worker beside this supervisor, which outlives it
 	socket   string              // the control socket, beside which the rendezvous sockets live
 }
 
@@ -128,9 +127,10 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 		if fs.notifier != nil && !sp.Config.Fork() {
 			a.opt.SocketStore = fdStore(fs.notifier, sp.Name, multi, a.log)
 		}
-		if sp.Config.Command[0] == fs.ours {
-			// Our worker outlives this supervisor (kill -9, an upgrade) and rejoins the
-			// next one here (internal/cluster's adopt.go); other programs die with it.
+		{
+			// A worker that can outlive this supervisor (kill -9, an upgrade) rejoins the
+			// next one here (internal/cluster's adopt.go): it clears its own parent-death
+			// signal and says so (cmd/worker does, wherever it lies); others die with it.
 			rv := fs.socket + ".adopt"
 			if multi {
 				rv = fs.socket + "." + sp.Name + ".adopt"

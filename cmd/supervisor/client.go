@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/ipc"
 )
 
 // runClient sends one command to the running supervisor's control socket.
@@ -246,12 +247,23 @@ func printStatus(ctx context.Context, c *http.Client, socket string, stdout io.W
 	return nil
 }
 
-// controlClient is an HTTP client whose every request goes to the control socket.
+// controlClient is an HTTP client whose every request goes to the control socket, and
+// only to a supervisor of this user or root: whoever answers at the path is asked who it
+// is (SO_PEERCRED) before a request is sent, so that a listener another user put there
+// can neither read our commands nor answer "stopped" for a supervisor that runs on.
 func controlClient(socket string) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, err
+			}
+			if err := ipc.CheckPeer(c.(*net.UnixConn)); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("control socket: %w (is someone else's program listening there? remove %s and start the supervisor again)", err, socket)
+			}
+			return c, nil
 		},
 	}}
 }

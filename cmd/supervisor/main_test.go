@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 	case "worker":
 		fakeWorker()
 		os.Exit(0)
+	case "nobody-listener": // another user's program where the supervisor should be (security_test.go)
+		nobodyListen()
 	case "background": // a fork-mode program: no socket, stops on SIGTERM
 		fmt.Println("background up, pid", os.Getpid())
 		sig := make(chan os.Signal, 1)

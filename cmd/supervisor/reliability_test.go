@@ -68,7 +68,10 @@ func TestReliability(t *testing.T) {
 	t.Run("ControlSocket", func(t *testing.T) { t.Parallel(); controlSocket(t, bins) })
 	t.Run("SupervisorStall", func(t *testing.T) { t.Parallel(); supervisorStall(t, bins) })
 	t.Run("SupervisorStallDuringReload", func(t *testing.T) { t.Parallel(); supervisorStallDuringReload(t, bins) })
-	t.Run("SupervisorKill9Adopt", func(t *testing.T) { t.Parallel(); supervisorKill9Adopt(t, bins) })
+	for name, where := range map[string]string{"SupervisorKill9Adopt": workerBeside,
+		"SupervisorKill9AdoptWorkerElsewhere": workerElsewhere, "SupervisorKill9AdoptWorkerRelative": workerRelative} {
+		t.Run(name, func(t *testing.T) { t.Parallel(); supervisorKill9Adopt(t, bins, where) })
+	}
 	t.Run("SupervisorUpgrade", func(t *testing.T) {
 		t.Parallel()
 		// The second build for the alternation, and one whose workers' protocol differs

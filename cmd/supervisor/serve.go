@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -33,16 +32,6 @@ const defaultConfig = "configs/cluster.yaml"
 // selfExe names the running supervisor's own binary whatever happened to its file since
 // it started (see the shim in runCluster).
 const selfExe = "/proc/self/exe"
-
-// defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock, else
-// /tmp/onehost-UID/supervisor.sock: a per-user directory, so one user's supervisor is
-// not another's.
-func defaultSocket(getenv func(string) string) string {
-	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "onehost", "supervisor.sock")
-	}
-	return filepath.Join(os.TempDir(), "onehost-"+strconv.Itoa(os.Getuid()), "supervisor.sock")
-}
 
 // runCluster is `supervisor run`. An upgrade's new image (fallback) that fails before it
 // has taken the cluster over gives the previous binary back.
@@ -149,9 +138,9 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		if len(cfg.Command) == 0 {
 			cfg.Command = []string{ours}
-		}
-		if cfg.WaitReady == nil && cfg.Command[0] == ours {
-			// Our worker says ready once its database is open: online means serving.
+			// Our worker says ready once its database is open: online means serving. (A
+			// program named by the configuration is waited for once one of its workers
+			// has said ready, or from the start with wait_ready: true.)
 			ready := true
 			cfg.WaitReady = &ready
 		}
@@ -238,14 +227,26 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	// The lock comes before any bind: a second supervisor must not join the port group.
-	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
-		return fmt.Errorf("create socket directory: %w", err)
+	if err := prepareRuntimeDir(filepath.Dir(*socket), *socket == defaultSocket(getenv)); err != nil {
+		return err
 	}
 	lock, err := cluster.AcquireLock(*socket + ".lock")
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
+	// The workers' sd_notify sockets, in the runtime directory rather than /tmp; what a
+	// crash left there goes now (the lock says no other supervisor uses it).
+	notifyDir := *socket + ".n"
+	if len(notifyDir)+len("/1234567890/w999-9999999") > maxSocketPath {
+		notifyDir = "" // too long for the sockets' paths: os.TempDir()
+	} else if err := os.RemoveAll(notifyDir); err != nil {
+		return fmt.Errorf("remove the previous notify directory: %w", err)
+	} else if err := os.Mkdir(notifyDir, 0o700); err != nil {
+		return fmt.Errorf("create the notify directory: %w", err)
+	} else {
+		defer os.Remove(notifyDir) // the clusters remove what they made in it at stop
+	}
 
 	// The shim is this very binary, named by /proc/self/exe rather than by its path: the
 	// kernel resolves that link to the running image, so a restart hours later still starts
@@ -261,7 +262,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		ListenPIDShim: []string{selfExe, listenPIDShim, "--"},
 		// An upgrade's new image takes every waiting worker or none, and then gives
 		// the previous binary back (fallback), which can.
-		AdoptAll: fb != nil}
+		AdoptAll: fb != nil, NotifyDir: notifyDir}
 	if fb != nil {
 		fb.log = log
 	}
@@ -301,7 +302,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	fl, appFiles, err := newFleet(specs, fleetSetup{opts: opts, log: log, rot: rot, workers: wl, notifier: notifier,
-		kept: kept, ours: ours, socket: *socket,
+		kept: kept, socket: *socket,
 		newCore: func(w zapcore.WriteSyncer) zapcore.Core { return zapcore.NewCore(newEnc(), w, level) }})
 	defer func() {
 		for _, f := range appFiles {

@@ -23,6 +23,7 @@ const listenPIDShim = "exec-with-listen-pid"
 // execWithListenPID runs `supervisor exec-with-listen-pid -- PROGRAM ARGS...`. It returns
 // only on failure.
 func execWithListenPID(args []string) error {
+	ppid := os.Getppid()
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
@@ -48,6 +49,14 @@ func execWithListenPID(args []string) error {
 	// it). An error (EINVAL: a kernel without CAP_BPF) leaves nothing to lower.
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, unix.CAP_BPF, 0, 0)
+	// The parent-death signal the supervisor gives every worker (SIGKILL) is kept per
+	// thread, on the main one; an exec from another thread would drop it, and a program
+	// that cannot rejoin would serve on after a kill -9 of the supervisor. So set it on
+	// this thread too; a parent gone meanwhile (before the signal was armed here) is
+	// seen by the parent pid having changed. (A worker that can rejoin clears it itself.)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err == nil && os.Getppid() != ppid {
+		return fmt.Errorf("%s: the supervisor (pid %d) is gone", listenPIDShim, ppid)
+	}
 	if err := syscall.Exec(path, args, os.Environ()); err != nil {
 		return fmt.Errorf("%s: exec %s: %w", listenPIDShim, path, err)
 	}

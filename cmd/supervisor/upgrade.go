@@ -45,9 +45,9 @@ func (u *upgrader) check(bin string) error {
 		if a.current() == nil {
 			continue
 		}
-		if a.opt.Adopt == "" || a.cfg.Fork() {
-			return fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (only the worker beside this supervisor can): stop and run the new binary instead",
-				a.name, a.cfg.Command[0])
+		if err := a.current().CanRejoin(); err != nil || a.cfg.Fork() {
+			return fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (%v; cmd/worker's can): stop and run the new binary instead",
+				a.name, a.cfg.Command[0], err)
 		}
 	}
 	if !filepath.IsAbs(bin) {

@@ -17,7 +17,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/onehost/onehost/internal/ipc"
 )
+
+// init clears the parent-death signal the supervisor gives every worker when it is told
+// where to rejoin (ipc.EnvAdopt): this worker outlives a kill -9 or an upgrade of its
+// supervisor, serves on and rejoins the next one, whatever path it was started by. Here
+// and not in run: the kernel keeps the signal on the thread that exec'd, the main thread,
+// and Go runs init functions there (main may have moved to another thread by then).
+func init() {
+	if os.Getenv(ipc.EnvAdopt) != "" {
+		if err := ipc.OutliveParent(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err, "(it dies with its supervisor)")
+		}
+	}
+}
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {

@@ -261,7 +261,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ipcDone := make(chan struct{})
 	if sup != nil {
-		if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()}); err != nil {
+		// The greeting: ready, and whether it outlives the supervisor (it cleared its
+		// parent-death signal in init, seeing EnvAdopt): the supervisor allows an upgrade
+		// only when every worker does.
+		if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid(), Rejoin: cfg.adopt != ""}); err != nil {
 			log.Warn("tell supervisor ready", zap.Error(err))
 		}
 		probe := startHealthProbe(ctx, store.Ping, log) // stops with ctx, waited for below

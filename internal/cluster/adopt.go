@@ -63,13 +63,9 @@ func (s *Supervisor) leftBehind() (bool, error) {
 func (s *Supervisor) openRendezvous(n int, stale bool) (*net.UnixListener, map[int]*adoptee, error) {
 	path := s.opt.Adopt
 	os.Remove(path)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := ipc.ListenPrivate(path) // 0600 from birth: no chmod of a path that could be swapped
 	if err != nil {
-		return nil, nil, fmt.Errorf("listen on the rendezvous socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, nil, fmt.Errorf("restrict the rendezvous socket: %w", err)
+		return nil, nil, fmt.Errorf("rendezvous socket: %w", err)
 	}
 	got := map[int]*adoptee{}
 	if !stale {
@@ -128,6 +124,19 @@ func (s *Supervisor) openRendezvous(n int, stale bool) (*net.UnixListener, map[i
 		}
 	}
 	ln.SetDeadline(time.Time{})
+	// Slots past the configured count are kept only as a scale-up before the previous
+	// supervisor died left them: a run of them from n up, each filled. A worker claiming
+	// slot 1023 alone would otherwise grow the cluster to 1,024 slots, the empty ones
+	// started anew.
+	for slot, a := range got {
+		if slot < n || contiguous(got, n, slot) {
+			continue
+		}
+		s.log.Warn("adopt: refused a worker: its slot is past the configured count and the slots before it are empty",
+			zap.Int("slot", slot), zap.Int("pid", a.hello.PID), zap.Int("instances", n))
+		a.release()
+		delete(got, slot)
+	}
 	if len(got) > 0 {
 		var pids []int
 		for _, a := range got {
@@ -140,6 +149,16 @@ func (s *Supervisor) openRendezvous(n int, stale bool) (*net.UnixListener, map[i
 		s.log.Info("the previous supervisor left no worker to adopt")
 	}
 	return ln, got, nil
+}
+
+// contiguous reports whether every slot from n up to slot has an adoptee.
+func contiguous(got map[int]*adoptee, n, slot int) bool {
+	for i := n; i < slot; i++ {
+		if got[i] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func allSlots(got map[int]*adoptee, n int) bool {
@@ -169,20 +188,16 @@ func (s *Supervisor) checkAdoptee(uc *net.UnixConn) (*adoptee, error) {
 		}
 		return nil, err
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return fail(err)
-	}
-	var cred *unix.Ucred
-	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	cred, err := ipc.PeerCred(uc)
 	switch {
-	case cerr != nil:
-		return fail(fmt.Errorf("read peer credentials: %w", cerr))
+	case err != nil:
+		return fail(err)
 	case int(cred.Pid) != h.PID:
 		return fail(fmt.Errorf("pid %d says it is %d", cred.Pid, h.PID))
-	case cred.Uid != uint32(os.Geteuid()) && os.Geteuid() != 0:
-		return fail(fmt.Errorf("pid %d belongs to uid %d", cred.Pid, cred.Uid))
+	case !ipc.TrustedUID(cred.Uid):
+		// This supervisor's user or root: a root supervisor once took any user's worker
+		// (and its socket) into its cluster.
+		return fail(fmt.Errorf("pid %d belongs to uid %d, neither this supervisor's (%d) nor root", cred.Pid, cred.Uid, os.Geteuid()))
 	case h.Slot < 0 || h.Slot >= MaxInstances:
 		return fail(fmt.Errorf("pid %d: slot %d is out of range", h.PID, h.Slot))
 	case a.socket == nil:
@@ -301,4 +316,25 @@ func exitStatus(ws syscall.WaitStatus) error {
 		return fmt.Errorf("exit status %d", ws.ExitStatus())
 	}
 	return nil
+}
+
+// CanRejoin says whether every current worker outlives this supervisor and rejoins the
+// next (an upgrade in place needs it): each said so in its greeting (ipc.Msg.Rejoin), or
+// was adopted (it rejoined). The error names the first that did not.
+func (s *Supervisor) CanRejoin() error {
+	var err error
+	s.call(func() {
+		for _, id := range s.slotIDs() {
+			p := s.slots[id].cur
+			if p == nil || p.rejoins || p.adopted {
+				continue
+			}
+			err = fmt.Errorf("the worker of slot %d (pid %d, %s) did not say it can rejoin a new supervisor", id, p.pid, s.cfg.Command[0])
+			return
+		}
+	})
+	if err == nil && s.opt.Adopt == "" {
+		err = errors.New("no rendezvous socket for its workers")
+	}
+	return err
 }

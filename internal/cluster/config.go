@@ -63,7 +63,8 @@ type Config struct {
 	// is online once started, unless the program is known to signal readiness (an earlier
 	// worker of this cluster did), in which case it is always waited for, and a new worker
 	// that never signals is killed (at start) or aborts the reload (the previous generation
-	// keeps serving). nil: the default; `supervisor run` makes it true for its own worker.
+	// keeps serving). nil: the default; `supervisor run` makes it true when it picks the
+	// program itself (its own worker).
 	WaitReady *bool `yaml:"wait_ready"`
 	// KillSignal is what stops a worker that does not speak our ipc (PM2's kill_signal):
 	// gunicorn drains on SIGTERM and stops at once on SIGINT, PM2's default. Default
@@ -102,7 +103,7 @@ type Config struct {
 	WatchdogSec Duration `yaml:"watchdog_sec"`
 	// AdoptWait is how long a worker that lost its supervisor (killed, or upgrading in
 	// place) keeps serving while it waits for the next one to adopt it, before it drains
-	// and exits (only with cmd/supervisor's own worker, see Options.Adopt). Long enough
+	// and exits (only workers that rejoin, as cmd/worker does: see Options.Adopt). Long enough
 	// for systemd's Restart= or a person to start the supervisor again; short enough that
 	// an abandoned cluster does not serve unwatched for long. Default 30 s.
 	AdoptWait Duration `yaml:"adopt_wait"`

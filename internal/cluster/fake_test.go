@@ -32,6 +32,16 @@ import (
 // variable names the role.
 const roleEnv = "CLUSTER_TEST_ROLE"
 
+// init: a fake worker told where to rejoin clears its parent-death signal, as cmd/worker
+// does, on the main thread (init runs there); it says so in its ready message.
+func init() {
+	if os.Getenv(roleEnv) == "worker" && os.Getenv(ipc.EnvAdopt) != "" {
+		if err := ipc.OutliveParent(); err != nil {
+			panic(err)
+		}
+	}
+}
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "worker":
@@ -39,6 +49,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "supervisor":
 		fakeSupervisor()
+		os.Exit(0)
+	case "nobody-adoptee": // another user's process at the rendezvous (adopt_test.go)
+		nobodyAdoptee()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -156,7 +169,7 @@ func fakeWorker() {
 			}()
 		}
 	default:
-		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
+		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid(), Rejoin: os.Getenv(ipc.EnvAdopt) != ""})
 	}
 	stats := func() ipc.Msg {
 		return ipc.Msg{PID: os.Getpid(), Requests: reqs.Load(), Connections: conns.Load()}
@@ -203,7 +216,10 @@ func fakeWorker() {
 // waits to be killed.
 func fakeSupervisor() {
 	wait, _ := time.ParseDuration(os.Getenv("FAKE_ADOPT_WAIT"))
-	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, AdoptWait: Duration(wait)},
+	// Online once ready: the worker has cleared its parent-death signal by then (in init),
+	// so a kill -9 right after the line below does not take it along.
+	ready := true
+	s, err := New(Config{Instances: 2, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, AdoptWait: Duration(wait), WaitReady: &ready},
 		Options{Environ: workerEnv(), Adopt: os.Getenv("FAKE_ADOPT")})
 	if err != nil {
 		fmt.Println("error", err)

@@ -87,6 +87,7 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 	p.speaksIPC = true
 	switch m.Type {
 	case ipc.TypeReady:
+		p.rejoins = m.Rejoin
 		s.becameReady(p, readyIPC)
 	case ipc.TypeStats:
 		if !p.prevReqAt.IsZero() && m.Requests >= p.prevReq {

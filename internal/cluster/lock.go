@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,16 +28,41 @@ func (e *LockedError) Error() string {
 
 // AcquireLock takes an exclusive flock on path (created 0600) and writes this process's
 // pid into it. The kernel drops the lock when the process dies, however it dies.
+//
+// The path is not followed if it is a symlink (O_NOFOLLOW), and a file that is not a
+// plain file of this user's with one name (a hard link to someone's file) is refused
+// before anything is written: else whoever could plant the name would have us truncate a
+// file of their choosing and write our pid into it.
 func AcquireLock(path string) (*Lock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("open lock file: %s is a symbolic link: remove it (someone may have planted it) and start again", path)
+		}
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		f.Close()
+		return nil, fmt.Errorf("lock file %s is not a plain file: remove it and start again", path)
+	case st.Uid != uint32(os.Geteuid()):
+		f.Close()
+		return nil, fmt.Errorf("lock file %s belongs to uid %d, not this user (uid %d): remove it (someone may have planted it) and start again", path, st.Uid, os.Geteuid())
+	case st.Nlink != 1:
+		f.Close()
+		return nil, fmt.Errorf("lock file %s has %d names (hard links): remove it and start again", path, st.Nlink)
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 			return nil, &LockedError{Path: path, PID: pid}
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)

@@ -48,6 +48,9 @@ type proc struct {
 	// adopted: the worker of a previous supervisor, taken over at Start (adopt.go): not
 	// our child, watched through a pidfd.
 	adopted bool
+	// rejoins: it said in its greeting (ipc.Msg.Rejoin) that it outlives this supervisor
+	// and rejoins the next (loop-owned).
+	rejoins bool
 
 	// loop-owned
 	retired      *os.File  // the slot's previous socket, closed when this (old) worker exits

@@ -82,12 +82,12 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	// nothing in the supervisor does (cilium/ebpf unlocks after its syscalls), so the
 	// thread lives as long as the process and no LockOSThread is needed here. The leader
 	// alone gets it: children it forked go with it only if they watch it (gunicorn's do).
+	//
+	// Every program gets it, with or without Options.Adopt: one that can rejoin a new
+	// supervisor (adopt.go) knows it and clears its own (cmd/worker does, seeing
+	// ipc.EnvAdopt: ipc.OutliveParent), and says so in its ready message (ipc.Msg.Rejoin);
+	// the supervisor no longer guesses it from the program's path.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if s.opt.Adopt != "" {
-		// A worker that rejoins a new supervisor outlives this one (adopt.go): no
-		// parent-death signal, which would also fire at an upgrade's exec.
-		cmd.SysProcAttr.Pdeathsig = 0
-	}
 	env := slices.Clone(s.opt.Environ)
 	for k, v := range s.cfg.Env {
 		env = append(env, k+"="+v)

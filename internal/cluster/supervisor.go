@@ -87,12 +87,18 @@ type Options struct {
 	// so that several clusters of one supervisor can be told apart. Default: none.
 	Name string
 	// Adopt, when set, is the path of the rendezvous socket through which workers outlive
-	// the supervisor (adopt.go): they get no parent-death signal, and a worker that loses
-	// its supervisor keeps serving and waits there for the next one, at most adopt_wait;
-	// Start takes over the workers found waiting. Only for programs that rejoin (cmd/worker
-	// does, through ipc.Rejoin): others would serve on unsupervised. Default: none, and the
-	// workers die with the supervisor.
+	// the supervisor (adopt.go), given to them in ipc.EnvAdopt: a worker that can rejoin
+	// clears its own parent-death signal (ipc.OutliveParent), says so in its ready message
+	// (ipc.Msg.Rejoin), and when it loses its supervisor keeps serving and waits there for
+	// the next one, at most adopt_wait; Start takes over the workers found waiting. Other
+	// programs keep the parent-death signal every worker gets and die with the supervisor,
+	// so it is safe for any program. Default: none, and every worker dies with it.
 	Adopt string
+	// NotifyDir is where Start makes the directory of the workers' sd_notify sockets.
+	// cmd/supervisor gives one beside its control socket, in its own runtime directory,
+	// and empties it at start, so that a crash leaves nothing behind for long. Default:
+	// os.TempDir().
+	NotifyDir string
 	// AdoptAll makes Start take over every worker waiting at the rendezvous or fail,
 	// leaving them waiting there: an upgrade's new image (cmd/supervisor), whose failure
 	// gives the previous binary back, which takes them. Otherwise a worker that cannot be
@@ -324,7 +330,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.ctx = ctx
 	s.count = n
 	s.clock = newStallClock(stallAllowance(s.cfg.StatsInterval.D()), time.Now())
-	if dir, err := os.MkdirTemp("", "onehost-notify-"); err != nil {
+	notifyIn, pattern := s.opt.NotifyDir, ""
+	if notifyIn == "" {
+		notifyIn, pattern = os.TempDir(), "onehost-notify-"
+	}
+	if dir, err := os.MkdirTemp(notifyIn, pattern); err != nil {
 		s.log.Warn("no sd_notify sockets for the workers: READY=1 will not be heard", zap.Error(err))
 	} else {
 		s.notifyDir = dir

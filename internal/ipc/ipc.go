@@ -77,6 +77,10 @@ type Msg struct {
 	// writepath): shown by the supervisor in status -json and /metrics, read by the
 	// ceiling sweep; nil from a worker that keeps none.
 	WritePath *writepath.Counters `json:"write_path,omitempty"`
+	// Rejoin, in a ready message (the worker's greeting), says the worker outlives its
+	// supervisor and rejoins the next one at EnvAdopt (rejoin.go): it has cleared its
+	// parent-death signal (OutliveParent). A worker that does not say so dies with it.
+	Rejoin bool `json:"rejoin,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A worker outlives its supervisor: when the channel's other end closes (the supervisor was
@@ -19,7 +21,8 @@ import (
 // EnvAdoptWait. It sends a TypeAdopt message with its pid and slot, its listening socket
 // passed along (SCM_RIGHTS), so the new supervisor takes over the very socket and its queue;
 // the answer (TypeAdopted) carries the write end of a new pipe for the worker's output, as
-// the old one went with the supervisor. A worker that finds no supervisor in time drains
+// the old one went with the supervisor. The worker sends nothing to a listener that is not
+// of its own user or root (CheckPeer): it keeps dialling for the real supervisor. A worker that finds no supervisor in time drains
 // and exits, so an abandoned cluster never serves for ever.
 const (
 	// EnvAdopt is the path of the rendezvous socket.
@@ -57,6 +60,19 @@ var protoVersion = "1"
 func Proto() int {
 	n, _ := strconv.Atoi(protoVersion)
 	return n
+}
+
+// OutliveParent clears the calling thread's parent-death signal, which the supervisor
+// sets for every worker (SIGKILL at its death, so that programs that cannot rejoin do not
+// serve on unsupervised): a worker given EnvAdopt calls it to outlive a kill -9 or an
+// upgrade of its supervisor and rejoin the next. The kernel keeps the signal per thread,
+// on the thread that exec'd (the main thread), so call it from there: a Go program's init
+// functions run on it.
+func OutliveParent() error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear the parent-death signal: %w", err)
+	}
+	return nil
 }
 
 // AdoptWait reads EnvAdoptWait from the value given ("" or invalid: 0, no waiting).
@@ -111,6 +127,13 @@ func rejoinOnce(path string, line []byte, socket *os.File, deadline time.Time) (
 		return nil, nil, err
 	}
 	uc := nc.(*net.UnixConn)
+	// Nothing, the listening socket least of all, goes to a process of another user that
+	// answers at the path: it would take over the port's traffic. Such a peer is no
+	// supervisor of ours; keep dialling for the real one.
+	if err := CheckPeer(uc); err != nil {
+		uc.Close()
+		return nil, nil, err
+	}
 	var oob []byte
 	if socket != nil {
 		oob = syscall.UnixRights(int(socket.Fd()))

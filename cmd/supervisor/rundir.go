@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock; without XDG_RUNTIME_DIR (sudo,
+// su, cron, CI, docker exec) it is /run/onehost/supervisor.sock for root and
+// /tmp/onehost-UID/supervisor.sock for other users: a per-user directory, so one user's
+// supervisor is not another's. The /tmp one is a name anybody could take first, which is
+// why the directory is checked before use (prepareRuntimeDir).
+func defaultSocket(getenv func(string) string) string {
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "onehost", "supervisor.sock")
+	}
+	if os.Geteuid() == 0 {
+		return filepath.Join("/run", "onehost", "supervisor.sock")
+	}
+	return filepath.Join(os.TempDir(), "onehost-"+strconv.Itoa(os.Geteuid()), "supervisor.sock")
+}
+
+// prepareRuntimeDir makes sure dir, where the control socket, its lock and the rendezvous
+// sockets live, is this user's alone before anything is created in it: else another user
+// who made it first (in /tmp, anyone can) could plant symlinks there, or replace the
+// sockets with listeners of their own. A missing directory is created 0700 (its parents
+// too, for a -socket in a new directory). An existing one must be a real directory (not a
+// symlink) of this effective user. private (the default directory, which this program
+// names and owns) also wants no permission for group or others; a directory named by
+// -socket may be readable by them, but not writable.
+func prepareRuntimeDir(dir string, private bool) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	fix := "remove it (someone may have made it to take this supervisor's place) or choose another -socket (or set XDG_RUNTIME_DIR)"
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	bad := 0o022 // written to by others
+	if private {
+		bad = 0o077
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("socket directory %s is a symbolic link: %s", dir, fix)
+	case !fi.IsDir():
+		return fmt.Errorf("socket directory %s is not a directory: %s", dir, fix)
+	case st == nil || st.Uid != uint32(os.Geteuid()):
+		uid := -1
+		if st != nil {
+			uid = int(st.Uid)
+		}
+		return fmt.Errorf("socket directory %s belongs to uid %d, not this user (uid %d): %s", dir, uid, os.Geteuid(), fix)
+	case int(fi.Mode().Perm())&bad != 0:
+		return fmt.Errorf("socket directory %s has mode %04o: others may use it; want 0700 (chmod 700 %s if it is yours), or %s",
+			dir, fi.Mode().Perm(), dir, fix)
+	}
+	return nil
+}
