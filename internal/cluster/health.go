@@ -95,7 +95,7 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 			}
 		}
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
-		p.connections = m.Connections
+		p.connections, p.loopConns = m.Connections, m.LoopConnections
 		if m.Writes != p.writes && m.Writes != "" {
 			// Logged as said, whatever the words: the supervisor does not interpret them.
 			p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
