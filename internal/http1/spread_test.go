@@ -2,6 +2,8 @@ package http1
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -133,5 +135,62 @@ func (c *client) get(t *testing.T, path string, close bool) {
 			t.Errorf("GET %s with Connection: close: then %q, %v; want the server to close", path, b, err)
 		}
 		c.c.Close()
+	}
+}
+
+// TestLoopsDrainHandedOver: connections accepted just before Shutdown, some possibly still
+// on their way to the loop picked for them, are served there: every request already sent
+// is answered, every connection is closed by the drain (within IdleGrace), Shutdown
+// returns, and no loop counts a connection after it.
+func TestLoopsDrainHandedOver(t *testing.T) {
+	const conns = 64
+	s := &Server{Transport: TransportLoop, Loops: 4, IdleGrace: 300 * time.Millisecond, Handler: echoHandler{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	cs := make([]*client, conns)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() {
+			if cs[i] = newClient(t, ln.Addr().String()); cs[i] != nil {
+				fmt.Fprintf(cs[i].c, "GET /draining/%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+			}
+		})
+	}
+	wg.Wait()
+	// Accepted, not necessarily adopted by their loops yet: a connection left in the
+	// accept queue when the listener closes is reset, as on any server.
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Accepted < conns; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("accepted %d of %d connections", s.Stats().Accepted, conns)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	for i, c := range cs {
+		if c == nil {
+			t.Fatalf("client %d did not connect", i)
+		}
+		// Answered before Shutdown or during the drain (then with "Connection: close").
+		if r, err := readResponse(c.br); err != nil || r.status != 200 || r.body != fmt.Sprintf("GET /draining/%d ?|", i) {
+			t.Errorf("client %d, request sent before Shutdown: %+v, %v; want its answer", i, r, err)
+		}
+		if b, err := io.ReadAll(c.br); err != nil || len(b) > 0 {
+			t.Errorf("client %d after its answer: %q, %v; want the drain to close the connection", i, b, err)
+		}
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve = %v, want ErrServerClosed", err)
+	}
+	if st := s.Stats(); st.Connections != 0 || slices.Max(st.LoopConnections) != 0 {
+		t.Errorf("after Shutdown: %d connections open, per loop %v; want none", st.Connections, st.LoopConnections)
 	}
 }
