@@ -2,12 +2,12 @@ package http1
 
 // The loop transport (Server.Transport = TransportLoop).
 //
-// One loop per GOMAXPROCS (Server.Loops; one in a prefork worker) owns its connections: an epoll set of
-// their raw non-blocking descriptors, read only when epoll says data is there. A connection
-// between requests is a small struct in the loop's table: no goroutine, no stack, no read
-// or write buffer (those come from pools while a request is read or its response written),
-// no exchange (the ~5 KB Request with its header table is borrowed while a request is
-// parsed). The request is parsed and answered by the same code as on the goroutine
+// One loop per GOMAXPROCS (Server.Loops; one in a prefork worker) owns its connections: an
+// epoll set of their raw non-blocking descriptors, read only when epoll says data is there.
+// A connection between requests is a small struct in the loop's table: no goroutine, no
+// stack, no read or write buffer (those come from pools while a request is read or its
+// response written), no exchange (the ~5 KB Request with its header table is borrowed
+// while a request is parsed). The request is parsed and answered by the same code as on the goroutine
 // transport (conn.parse, finish, appendResponse), so framing, limits and the drain are
 // the same; only the waiting differs.
 //
