@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -39,7 +40,8 @@ func testInheritedSocketAndIPC(t *testing.T, transport string) {
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "SQLITE_PATH=" + seedtest.Path(t),
-		"LISTEN_FDS=1", ipc.EnvFD + "=4", ipc.EnvWorkerID + "=3", "TRANSPORT=" + transport}
+		"LISTEN_FDS=1", ipc.EnvFD + "=4", ipc.EnvWorkerID + "=3", "TRANSPORT=" + transport,
+		"GOMAXPROCS=2"} // two loops on the loop transport, whatever the machine
 	cmd.ExtraFiles = []*os.File{lf, child}
 	var logs strings.Builder
 	cmd.Stderr = &logs
@@ -81,6 +83,11 @@ func testInheritedSocketAndIPC(t *testing.T, transport string) {
 	m, err = sup.Recv()
 	if err != nil || m.Type != ipc.TypeStats || m.Requests != 3 || m.Connections != 1 {
 		t.Errorf("stats %+v, %v; want 3 requests on 1 connection", m, err)
+	}
+	// The connections per loop: the loop transport's two loops, the one connection on one.
+	if wantLoops := map[string]int{http1.TransportLoop: 2}[transport]; len(m.LoopConnections) != wantLoops ||
+		(wantLoops > 0 && m.LoopConnections[0]+m.LoopConnections[1] != 1) {
+		t.Errorf("stats' loop_connections %v, want %d loops holding 1 connection", m.LoopConnections, wantLoops)
 	}
 
 	if err := sup.Send(ipc.Msg{Type: ipc.TypeDrain}); err != nil {

@@ -276,7 +276,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				healthy, why := probe.result()
 				wp := store.WritePath()
 				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
+					Connections: st.Connections, LoopConnections: st.LoopConnections,
+					Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
 			}
 			err := sup.Serve(ctx, stats)
 			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {
@@ -310,8 +311,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	case <-ctx.Done():
 		reason = "context done"
 	}
+	st := srv.Stats()
 	log.Info("draining", zap.String("reason", reason), zap.Duration("deadline", cfg.drainTimeout),
-		zap.Int64("connections", srv.Stats().Connections))
+		zap.Int64("connections", st.Connections), zap.Int64s("loop_connections", st.LoopConnections))
 
 	// A leaving worker owns no writes: the workers that stay elect their owner now, while
 	// this one still answers (its own remaining writes commit here).
@@ -334,7 +336,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	<-serveErr
 	cancel()
 	<-ipcDone
-	st := srv.Stats()
+	st = srv.Stats()
 	if err != nil {
 		log.Warn("drain cut short", zap.Error(err), zap.Duration("took", time.Since(start)),
 			zap.Uint64("requests", st.Requests))

@@ -96,7 +96,7 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 			}
 		}
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
-		p.connections = m.Connections
+		p.connections, p.loopConns = m.Connections, m.LoopConnections
 		if m.WritePath != nil {
 			p.writePath = m.WritePath
 		}

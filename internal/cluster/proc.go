@@ -79,6 +79,7 @@ type proc struct {
 	prevReqAt   time.Time
 	rps         float64
 	connections int64
+	loopConns   []int64 // the worker's connections per event loop (ipc.Msg.LoopConnections)
 	cpuTicks    uint64
 	cpuAt       time.Time
 	cpuPercent  float64

@@ -88,6 +88,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.CPUPercent, r.RSSBytes = p.cpuPercent, p.rss
 				r.CPUSeconds = float64(p.cpuTicks) / clockTicks
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
+				r.LoopConnections = p.loopConns
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes, r.WritePath = p.writes, p.writePath
 				r.Note = p.statusText

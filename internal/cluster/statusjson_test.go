@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -15,6 +16,7 @@ func TestWorkerStatusJSON(t *testing.T) {
 		{"counted", WorkerStatus{ID: 1, Requests: 7, RPS: 2.5, Connections: 3}, `"requests":7,"rps":2.5,"connections":3`},
 		{"counted zero", WorkerStatus{ID: 1}, `"requests":0,"rps":0,"connections":0`},
 		{"not reported", WorkerStatus{ID: 1, NoCounters: true}, `"requests":null,"rps":null,"connections":null`},
+		{"loops", WorkerStatus{ID: 1, Connections: 4, LoopConnections: []int64{2, 2}}, `"loop_connections":[2,2]`},
 		{"not serving", WorkerStatus{Status: StateNotServing, NotServing: "why", NoCounters: true}, `"status":"not-serving"`},
 	}
 	for _, tc := range tests {
@@ -30,7 +32,7 @@ func TestWorkerStatusJSON(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if back != tc.in {
+			if !reflect.DeepEqual(back, tc.in) {
 				t.Errorf("round trip: got %+v, want %+v", back, tc.in)
 			}
 		})

@@ -131,6 +131,9 @@ type WorkerStatus struct {
 	Requests    uint64  `json:"requests"`
 	RPS         float64 `json:"rps"`
 	Connections int64   `json:"connections"`
+	// LoopConnections is a worker's open connections per event loop, as it reported them
+	// (the feed worker's loop transport: one loop per GOMAXPROCS); absent when it reports none.
+	LoopConnections []int64 `json:"loop_connections,omitempty"`
 	// Health is the worker's own check of what it depends on (the feed worker: its
 	// database), as its last stats answer said: HealthOK, HealthUnhealthy (HealthError
 	// says why), or "" when the worker reports none. The supervisor shows it and does not act

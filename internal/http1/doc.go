@@ -25,7 +25,8 @@
 // Two transports serve those guarantees with the same parser (Server.Transport): the
 // goroutine transport (the zero value's; the worker chooses the loop) gives each connection a goroutine parked on Go's
 // netpoller; the loop transport (loop.go) owns the connections from one epoll loop per
-// GOMAXPROCS, reads a socket only when epoll says data is there, and holds a buffer only
+// GOMAXPROCS (Server.Loops), each new connection given to the loop holding the fewest,
+// reads a socket only when epoll says data is there, and holds a buffer only
 // while a request is read or a response written, so an idle connection costs a few hundred
 // bytes instead of a goroutine's stack and buffers. Handlers run on the loop; requests a
 // handler's Blocker says may wait run on goroutines of their own.

@@ -2,12 +2,12 @@ package http1
 
 // The loop transport (Server.Transport = TransportLoop).
 //
-// One loop per GOMAXPROCS (one in a prefork worker) owns its connections: an epoll set of
-// their raw non-blocking descriptors, read only when epoll says data is there. A connection
-// between requests is a small struct in the loop's table: no goroutine, no stack, no read
-// or write buffer (those come from pools while a request is read or its response written),
-// no exchange (the ~5 KB Request with its header table is borrowed while a request is
-// parsed). The request is parsed and answered by the same code as on the goroutine
+// One loop per GOMAXPROCS (Server.Loops; one in a prefork worker) owns its connections: an
+// epoll set of their raw non-blocking descriptors, read only when epoll says data is there.
+// A connection between requests is a small struct in the loop's table: no goroutine, no
+// stack, no read or write buffer (those come from pools while a request is read or its
+// response written), no exchange (the ~5 KB Request with its header table is borrowed
+// while a request is parsed). The request is parsed and answered by the same code as on the goroutine
 // transport (conn.parse, finish, appendResponse), so framing, limits and the drain are
 // the same; only the waiting differs.
 //
@@ -24,6 +24,17 @@ package http1
 // the loop: a write the socket does not take is finished on EPOLLOUT, and the deadlines
 // (idle, request, write, linger) are kept by the loop's timerfd tick, to within one reap
 // period as on the goroutine transport.
+//
+// The loops share the listening socket (the supervisor hands a worker one, at fd 3), each
+// with the listener in its epoll set under EPOLLEXCLUSIVE; whichever wakes accepts a batch.
+// The kernel does not spread those wake-ups: a burst of new connections (a load generator
+// opening its 64..256 keep-alive connections at once) was accepted by one or two loops,
+// and one process at GOMAXPROCS=4..12 kept only 1.4 to 2.9 cores busy (16-core host,
+// 2026-12-04). So the loop that accepts does not keep what it accepts: each connection goes
+// to the loop holding the fewest (itself on a tie), through that loop's queue and eventfd
+// (handOff, adopt). Open connections stay even over the loops however they arrive: a
+// burst, a trickle, reconnects after "Connection: close". A per-loop SO_REUSEPORT socket
+// would spread by the kernel's hash instead, but the worker is handed one socket.
 //
 // Why not gnet v2 or nbio (both on the module proxy, v2.9.7 and v1.6.8 here): gnet binds
 // its own listener from an address and has no way to be handed the socket the supervisor
@@ -57,6 +68,14 @@ const (
 	acceptBatch  = 64  // connections accepted per listener event, so requests are not starved
 )
 
+// loopCount is how many loops serve one listener: Server.Loops, else GOMAXPROCS.
+func (s *Server) loopCount() int {
+	if s.Loops > 0 {
+		return s.Loops
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 // loop is one event loop. Everything in it is touched only by its goroutine, except the
 // fields under mu and the atomics, which other goroutines use to wake it.
 type loop struct {
@@ -76,7 +95,12 @@ type loop struct {
 	tfd     int // timerfd: the reap tick
 	lnfd    int // the listening socket (shared by the loops); -1 once accepting stopped
 	lnArmed bool
-	many    bool // other loops share the listener: EPOLLEXCLUSIVE
+	many    bool    // other loops share the listener: EPOLLEXCLUSIVE
+	peers   []*loop // every loop of this Serve, this one included: where accepted connections go
+	// load is the connections this loop owns or has been handed and not yet adopted:
+	// written by the loop that accepts (+1) and by this one (-1 at a close), read by every
+	// accepting loop to choose where a connection goes, and by Stats.
+	load atomic.Int64
 
 	events  []unix.EpollEvent
 	nready  int
@@ -103,6 +127,8 @@ type loop struct {
 
 	mu        sync.Mutex
 	completed []*conn // deferred requests whose handlers returned (under mu)
+	incoming  []int   // descriptors another loop accepted for this one (under mu)
+	ended     bool    // the loop has left run: hand it nothing more (under mu)
 	signalled bool    // an eventfd write is pending (under mu)
 	force     atomic.Bool
 }
@@ -147,7 +173,7 @@ func (s *Server) serveLoops(ln net.Listener) error {
 	}
 	shed := newShedReserve()
 	defer shed.close()
-	n := runtime.GOMAXPROCS(0)
+	n := s.loopCount()
 	loops := make([]*loop, 0, n)
 	for range n {
 		l, err := newLoop(s, lnfd, shed, n > 1)
@@ -159,6 +185,9 @@ func (s *Server) serveLoops(ln net.Listener) error {
 			return err
 		}
 		loops = append(loops, l)
+	}
+	for _, l := range loops {
+		l.peers = loops
 	}
 	s.mu.Lock()
 	if s.closing.Load() {
@@ -297,16 +326,75 @@ func (l *loop) closeFDs() {
 	}
 }
 
-// wake makes the loop look at its completions and at the server's state.
+// wake makes the loop look at its completions, its incoming connections and the server's
+// state.
 func (l *loop) wake() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.signalLocked()
+}
+
+// signalLocked writes the eventfd unless a wake-up is pending already or the loop has
+// ended; l.mu is held, so the descriptor is never a closed (or reused) number.
+func (l *loop) signalLocked() {
 	if l.signalled || l.evfd < 0 {
-		return // a wake-up is pending already, or the loop has ended
+		return
 	}
 	l.signalled = true
 	one := uint64(1)
 	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.evfd), uintptr(unsafe.Pointer(&one)), 8)
+}
+
+// pick is the loop an accepted connection goes to: the one with the fewest, this one on a
+// tie (no hand-off, no wake-up). The accepting loops take turns (under shed.mu), so two
+// never pick on the same counts.
+func (l *loop) pick() *loop {
+	best, least := l, l.load.Load()
+	for _, p := range l.peers {
+		if n := p.load.Load(); n < least {
+			best, least = p, n
+		}
+	}
+	return best
+}
+
+// handOff queues a connection another loop accepted for this one and wakes it; false when
+// this loop has ended (its caller keeps the connection).
+func (l *loop) handOff(fd int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || l.evfd < 0 {
+		return false
+	}
+	l.incoming = append(l.incoming, fd)
+	l.signalLocked()
+	return true
+}
+
+// retire marks the loop ended, unless a connection was handed to it since it last looked:
+// then it goes on (the eventfd is written) and serves that one first.
+func (l *loop) retire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.incoming) > 0 {
+		return false
+	}
+	l.ended = true
+	return true
+}
+
+// abandon ends a loop that panicked: the connections still queued for it are closed.
+func (l *loop) abandon() {
+	l.mu.Lock()
+	l.ended = true
+	fds := l.incoming
+	l.incoming = nil
+	l.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
+		l.load.Add(-1)
+		l.srv.untrack(nil)
+	}
 }
 
 // forceClose makes the loop close every connection now (Shutdown's deadline passed).
@@ -350,12 +438,13 @@ func (l *loop) run() {
 			}
 		}
 		l.stopAccepting(nil)
+		l.abandon()
 		l.closeFDs()
 		s.loopWG.Done()
 	}()
 	l.now = monoNow()
 	l.checkServer()
-	for !(l.draining && l.n == 0 && l.busyN == 0) {
+	for !(l.draining && l.n == 0 && l.busyN == 0 && l.retire()) {
 		l.nready, l.pollErr = 0, 0
 		if err := l.epRaw.Read(l.pollFn); err != nil {
 			panic(fmt.Sprintf("wait for events: %v", err))
@@ -385,7 +474,8 @@ func (l *loop) run() {
 	}
 }
 
-// woken handles what other goroutines asked for: deferred requests answered, Shutdown.
+// woken handles what other goroutines asked for: connections handed over, deferred
+// requests answered, Shutdown.
 func (l *loop) woken() {
 	var b [8]byte
 	syscall.RawSyscall(syscall.SYS_READ, uintptr(l.evfd), uintptr(unsafe.Pointer(&b[0])), 8)
@@ -393,7 +483,12 @@ func (l *loop) woken() {
 	l.signalled = false
 	done := l.completed
 	l.completed = nil
+	in := l.incoming
+	l.incoming = nil
 	l.mu.Unlock()
+	for _, fd := range in {
+		l.adopt(fd)
+	}
 	for _, c := range done {
 		c.busy = false
 		l.busyN--
@@ -555,24 +650,43 @@ func (l *loop) accept() {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
-		l.gen++
-		c := &conn{srv: s, lp: l, fd: fd, events: unix.EPOLLIN, gen: l.gen}
-		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: c.gen}); err != nil {
-			unix.Close(fd)
-			s.log().Warn("epoll add connection", zap.Error(err))
-			continue
-		}
-		for fd >= len(l.conns) {
-			l.conns = append(l.conns, make([]*conn, max(len(l.conns), 64))...)
-		}
-		l.conns[fd] = c
-		l.n++
+		// Counted open from here, so a drain that starts while the connection is on its
+		// way to another loop waits for it (see retire).
 		s.open.Add(1)
 		s.accepted.Add(1)
-		c.due = l.now + int64(s.idle())
-		if l.draining {
-			l.idleWhileDraining(c)
+		to := l.pick()
+		to.load.Add(1)
+		if to != l {
+			if to.handOff(fd) {
+				continue
+			}
+			to.load.Add(-1) // it ended meanwhile: this loop serves the connection
+			l.load.Add(1)
 		}
+		l.adopt(fd)
+	}
+}
+
+// adopt makes an accepted connection (counted in s.open and in l.load) one of this loop's.
+func (l *loop) adopt(fd int) {
+	s := l.srv
+	l.gen++
+	c := &conn{srv: s, lp: l, fd: fd, events: unix.EPOLLIN, gen: l.gen}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: c.gen}); err != nil {
+		unix.Close(fd)
+		l.load.Add(-1)
+		s.untrack(nil)
+		s.log().Warn("epoll add connection", zap.Error(err))
+		return
+	}
+	for fd >= len(l.conns) {
+		l.conns = append(l.conns, make([]*conn, max(len(l.conns), 64))...)
+	}
+	l.conns[fd] = c
+	l.n++
+	c.due = l.now + int64(s.idle())
+	if l.draining {
+		l.idleWhileDraining(c)
 	}
 }
 
@@ -724,11 +838,7 @@ func (l *loop) complete(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.completed = append(l.completed, c)
-	if !l.signalled && l.evfd >= 0 {
-		l.signalled = true
-		one := uint64(1)
-		syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.evfd), uintptr(unsafe.Pointer(&one)), 8)
-	}
+	l.signalLocked()
 }
 
 // refuse queues the answer to a refused request; the connection closes after a linger.
@@ -807,6 +917,7 @@ func (l *loop) close(c *conn) {
 	unix.Close(c.fd) // also takes it out of the epoll set
 	c.fd = -1
 	l.n--
+	l.load.Add(-1)
 	if c.busy {
 		c.dead = true
 	} else {

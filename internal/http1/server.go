@@ -89,6 +89,9 @@ type Server struct {
 	// Transport is TransportGoroutine (the default, "") or TransportLoop. Both parse and
 	// answer with the same code, limits and timeouts; only who waits for the socket differs.
 	Transport string
+	// Loops is how many event loops TransportLoop serves a listener from. Default 0: one
+	// per GOMAXPROCS. Accepted connections are spread over them, the fewest first (loop.go).
+	Loops int
 
 	loops  []*loop        // the loop transport's loops (under mu)
 	loopWG sync.WaitGroup // the loops' goroutines
@@ -113,11 +116,23 @@ type Stats struct {
 	Requests    uint64 // requests answered, including protocol errors
 	Accepted    uint64 // connections accepted
 	Connections int64  // connections open now
+	// LoopConnections is TransportLoop's open connections per loop, in the loops' order
+	// (those of every Serve so far; an ended loop holds none); nil on the goroutine transport.
+	LoopConnections []int64
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.requests.Load(), Accepted: s.accepted.Load(), Connections: s.open.Load()}
+	st := Stats{Requests: s.requests.Load(), Accepted: s.accepted.Load(), Connections: s.open.Load()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.loops) > 0 {
+		st.LoopConnections = make([]int64, len(s.loops))
+		for i, l := range s.loops {
+			st.LoopConnections[i] = l.load.Load()
+		}
+	}
+	return st
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.

@@ -9,7 +9,8 @@
 //   - drain: the supervisor asks the worker to stop accepting, finish in-flight requests,
 //     close idle keep-alives and exit;
 //   - counters: the supervisor asks for "stats" and the worker answers with its request and
-//     connection counts (prefork keeps counters per process; the supervisor adds them up).
+//     connection counts, the connections per event loop among them (prefork keeps
+//     counters per process; the supervisor adds them up).
 //
 // The socketpair doubles as the parent-death signal: only the supervisor holds the other
 // end, so when the supervisor dies for any reason, even SIGKILL, or re-executes itself, the
@@ -64,6 +65,10 @@ type Msg struct {
 	Requests    uint64 `json:"requests,omitempty"`
 	Accepted    uint64 `json:"accepted,omitempty"`
 	Connections int64  `json:"connections,omitempty"`
+	// LoopConnections, in a stats answer, is a worker's open connections per event loop
+	// (http1.Stats.LoopConnections), absent when it serves from none: shown by the
+	// supervisor, so an uneven spread over one process's cores is seen.
+	LoopConnections []int64 `json:"loop_connections,omitempty"`
 	// Healthy and Error, in a stats answer, are the worker's own health check: Healthy when
 	// it passes, Error (and not Healthy) when it fails and why. An answer with neither says
 	// nothing about health (a worker that has no check, or has not finished its first).
