@@ -38,6 +38,9 @@ func writeChecks(b *bufio.Writer, models []Model, runs []Run, v Validation) {
 		if sp := c.Run.Spread; sp != nil && sp.Runs > 1 {
 			measured += fmt.Sprintf(" (%.0f-%.0f, %d runs, %.0f%%)", sp.MinRPS, sp.MaxRPS, sp.Runs, sp.Pct(c.Run.RPS))
 		}
+		if sp := c.Run.Spread; sp != nil && sp.Disturbed > 0 {
+			measured += fmt.Sprintf(" (%d run(s) left out: host-busy, generator or fd)", sp.Disturbed)
+		}
 		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %.0f | %+.1f%% | %s | %s | %s | %s |\n", seriesName(c.Run.Source, c.Run.Workload),
 			c.Run.Mode, c.Run.Purpose, c.Run.N, l, measured, c.Predicted.RPS, c.ErrPct, lp, le, or(c.Run.Verdict, "-"), note)
 	}

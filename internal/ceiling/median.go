@@ -10,7 +10,8 @@ type Spread struct {
 	Runs   int     `json:"runs"`    // the runs the median was chosen from
 	MinRPS float64 `json:"min_rps"` // their slowest
 	MaxRPS float64 `json:"max_rps"` // their fastest
-	// Disturbed: runs of the cell judged host-busy and left out because quieter ones exist.
+	// Disturbed: runs of the cell that measured something else than the server (judged
+	// host-busy, generator or fd), left out because the cell has runs that did not.
 	Disturbed int `json:"disturbed,omitempty"`
 }
 
@@ -26,7 +27,7 @@ func (s Spread) Pct(median float64) float64 {
 func (s Spread) Text() string {
 	t := fmt.Sprintf("runs=%d rps_range=%.0f-%.0f", s.Runs, s.MinRPS, s.MaxRPS)
 	if s.Disturbed > 0 {
-		t += fmt.Sprintf(" host_busy_left_out=%d", s.Disturbed)
+		t += fmt.Sprintf(" left_out=%d", s.Disturbed)
 	}
 	return t
 }
@@ -41,8 +42,9 @@ type cellKey struct {
 
 // MedianRuns reduces repeated runs of a cell (SweepConfig.Repeat, HostBusyRepeats, or
 // results of two sweeps read together) to one: the median by req/s, with its Spread set
-// when there were several. Runs judged host-busy are left out where the cell has a quieter
-// one; with an even count the slower of the two middle runs stands (a real run, whose
+// when there were several. Runs that measured something else than the server (judged
+// host-busy, generator or fd: the runs the model leaves out) are left out where the cell
+// has others; with an even count the slower of the two middle runs stands (a real run, whose
 // verdict and CPU belong to it, not an average of two). A cell's runs that were all
 // skipped give its first. Cells keep the order of their first run.
 func MedianRuns(runs []Run) []Run {
@@ -71,7 +73,9 @@ func medianRun(rs []Run) Run {
 	for _, r := range rs {
 		if r.Skipped == "" {
 			measured = append(measured, r)
-			if r.Verdict != VerdictHostBusy {
+			switch r.Verdict {
+			case VerdictHostBusy, VerdictGenerator, VerdictFD:
+			default:
 				quiet = append(quiet, r)
 			}
 		}

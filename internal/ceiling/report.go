@@ -71,7 +71,7 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, bytes, lo, orUnknown(m.GenUsPerReq, "%.1f"), m.Points, m.TermsText())
 	}
 	if k := maxRepeats(runs); k > 1 {
-		fmt.Fprintf(b, "\nRepeated runs: each cell is its median run by req/s (up to %d runs a cell; runs judged host-busy left out where a quieter one exists); the spread is beside it in the table of measured runs.\n", k)
+		fmt.Fprintf(b, "\nRepeated runs: each cell is its median run by req/s (up to %d runs a cell; runs judged host-busy, generator or fd left out where the cell has others); the spread is beside it in the table of measured runs.\n", k)
 	}
 	if unknownBytes {
 		fmt.Fprintln(b, "\nBytes per request \"unknown\": those runs (bench/scale.sh CSVs) did not record them, so no link limit applies to their models and no NIC ceiling is predicted for them.")

@@ -186,7 +186,7 @@ func (r Run) Line() string {
 		round = fmt.Sprintf(" round=%d", r.Round)
 	}
 	spread := ""
-	if r.Spread != nil && r.Spread.Runs > 1 {
+	if r.Spread != nil {
 		spread = " " + r.Spread.Text()
 	}
 	return fmt.Sprintf("workload=%s n=%d mode=%s%s%s rps=%.0f%s p99=%.2fms cpu_us=%.1f%s verdict=%s evidence=%q",
