@@ -1,107 +1,116 @@
 #!/usr/bin/env bash
-# bench/ceiling-device.sh: the full single-host ceiling sweep (docs/ceiling.md) on a bare
-# 16-core machine, from prebuilt static binaries; everything it learns lands under $OUT.
+# bench/ceiling-device.sh: the single-host ceiling sweep (docs/ceiling.md) on a bare
+# 16-core machine (no Go, apt or network), from the payload bench/ceiling-device-pack.sh
+# prepares in .device/. Everything it learns lands under $OUT: ONE tarball, results.tgz
+# (the sweeps' ceiling.json and runs.jsonl, the logs, the model and plots), and beside it
+# lines.txt (one line per run and per cell's median), model.md, machine.txt, run.log.
 #
-# Needs, in bin/: ceiling, supervisor, worker, autocannon (static: CGO_ENABLED=0) and wrk
-# with its libraries in bin/lib; the repository's configs/cluster.yaml and bench/mix.lua.
-# No Go, curl, tc or taskset: `ceiling pin` pins, `ceiling nic` shapes loopback itself.
-# Build them here with (stripped, so bin/ travels in under 64 MiB):
+# The lead's device command (the repository root is the working directory there):
 #
-#   CGO_ENABLED=0 go build -ldflags='-s -w' -o bin/ ./cmd/ceiling ./cmd/supervisor ./cmd/worker ./bench/autocannon
+#   run(command="CARRY=.device bash bench/ceiling-device.sh", carry=[".device"], timeout_s=540)
 #
-# Layout: servers on cores 0..N-1 for N in NS (1,2,4,8,12), the generator on GEN_CPUS
-# (12-15). 3 s measured + 1 s warm-up per run, five workloads, the cluster and one
-# GOMAXPROCS=N process; then one few-connection run on 12 workers (the
-# article's -c 5) for SO_REUSEPORT's hash imbalance; then heavy and static behind emulated
-# NICs (root only; skipped otherwise); then the model and its plots. Total budget: 8 min.
+# after, here: PEER_HEAVY=/path/to/node-heavy bench/ceiling-device-pack.sh
 #
-# Usage: OUT=/path bench/ceiling-device.sh   (env below overrides the layout)
-set -euo pipefail
+# Layout, as on 2026-12-04 (docs/results/16cores-2026-12-04): sweep A, N in NA (1,4,8),
+# servers on cores 0..N-1, the generator on GA (8-15); sweep B, N in NB (12), generator on GB
+# (12-15), plus the 5-connection imbalance run; modes cluster, single, pm2 (heavy only) and
+# nginx (static only); each sweep REPEAT (3) interleaved rounds, the medians in the model.
+# Then heavy and static behind emulated NICs at NIC_N (4) workers, NIC_RATES; then
+# `ceiling model` over all of it (12 cores, 10 GbE).
+#
+# Budget: the whole script must finish in under 8 minutes. On that machine a run cost
+# DUR + WARM + 0.4 s (server starts included: 48 runs of 3+1 s took 211 s) and the seed 15-21
+# s. The default: 3 rounds x 4 N x (cluster 3 + single 3 + pm2 1 + nginx 1) = 96 runs of
+# 2+1 s, about 330 s, plus the imbalance run, 8 NIC runs (~30 s), unpacking, seed and model
+# (~35 s): about 400 s, 6.7 min. One round of everything at DUR=3 (the 2026-12-04 runs) is
+# 5 workloads and N 1,2,4,8,12: 61 runs, ~270 s; two such rounds would not fit. The
+# script prints its estimate for the env given and stops before starting when over BUDGET.
+#
+# Test here at N = 1 (servers on core 0, the generator on core 1):
+#   NA=1 GA=1 NB= NIC_RATES= DUR=1 REPEAT=2 OUT=/tmp/devout CARRY=$PWD/.device bash bench/ceiling-device.sh
+set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/ceiling-out}
-NS=${NS:-1,2,4,8,12}
-GEN_CPUS=${GEN_CPUS:-12-15}
-DUR=${DUR:-3}
-WARM=${WARM:-1}
-WORKLOADS=${WORKLOADS:-hello,static,feed,heavy,mix}
-MODES=${MODES:-cluster,single}
-IMB_N=${IMB_N:-12}
+REPO=$PWD
+CARRY=${CARRY:-.device}; [[ $CARRY = /* ]] || CARRY=$REPO/$CARRY
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+W=${WORKDIR:-/tmp/ceiling-device}
+NA=${NA-1,4,8}; GA=${GA:-8-15}
+NB=${NB-12}; GB=${GB:-12-15}
 IMB_CONNS=${IMB_CONNS:-5}
-NIC_N=${NIC_N:-4}
-NIC_RATES=${NIC_RATES:-100mbit,1gbit,10gbit,25gbit}
-NIC_WORKLOADS=${NIC_WORKLOADS:-heavy,static}
-BUDGET=${BUDGET:-480}
-export LD_LIBRARY_PATH=$PWD/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+MODES=${MODES:-cluster,single,pm2,nginx}
+WORKLOADS=${WORKLOADS:-heavy,feed,static}
+REPEAT=${REPEAT:-3}; DUR=${DUR:-2}; WARM=${WARM:-1}
+NIC_N=${NIC_N:-4}; NIC_RATES=${NIC_RATES-100mbit,1gbit,10gbit,25gbit}; NIC_WORKLOADS=${NIC_WORKLOADS:-heavy,static}
+BUDGET=${BUDGET:-470}
+exec > >(tee -a "$OUT/run.log") 2>&1
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 
-count() { tr ',' '\n' <<<"$1" | grep -c .; }
-n_ns=$(count "$NS"); n_modes=$(count "$MODES"); n_wl=$(count "$WORKLOADS")
-n_rates=$(count "$NIC_RATES"); n_nicwl=$(count "$NIC_WORKLOADS")
-runs=$((n_ns * n_modes * n_wl)); nic_runs=$((n_rates * n_nicwl))
-per=$((DUR + WARM + 1))  # +1: probe, /proc snapshots, status calls
-# seed ~15 s; each server start copies 250 MB and waits for its workers (~3 s);
-# the imbalance run waits out the supervisor's 1 s polling twice.
-est=$((15 + runs * per + n_ns * n_modes * 3 + (DUR + WARM + 4) + nic_runs * per + 5 + 2))
-echo "ceiling-device: $runs sweep runs + 1 imbalance run + $nic_runs NIC runs of ${DUR}s (+${WARM}s warm-up)"
-echo "ceiling-device: estimated total ${est} s (budget ${BUDGET} s)"
+# The estimate, before anything runs (see Budget above).
+count() { tr ',' '\n' <<<"$1" | grep -c . || true; }
+perN=0
+for m in ${MODES//,/ }; do
+  case $m in
+    pm2) grep -qw heavy <<<"${WORKLOADS//,/ }" && perN=$((perN + 1)) ;;
+    nginx) grep -qw static <<<"${WORKLOADS//,/ }" && perN=$((perN + 1)) ;;
+    *) perN=$((perN + $(count "$WORKLOADS"))) ;;
+  esac
+done
+runs=$(( REPEAT * perN * ($(count "$NA") + $(count "$NB")) ))
+nic=$(( $(count "$NIC_RATES") * $(count "$NIC_WORKLOADS") ))
+est=$(( (runs + nic + 1) * (DUR + WARM) + (runs + nic) * 4 / 10 + 40 ))
+echo "ceiling-device: $runs sweep runs ($REPEAT rounds) + $nic NIC runs of ${DUR}s (+${WARM}s warm-up): about ${est} s (budget ${BUDGET} s)"
 if [ "$est" -gt "$BUDGET" ]; then
-  echo "ceiling-device: the estimate exceeds the budget: lower DUR, NS or WORKLOADS" >&2
+  echo "ceiling-device: over the budget: lower REPEAT, DUR, NA or WORKLOADS" >&2
   exit 1
 fi
 
-for b in ceiling supervisor worker autocannon wrk; do
-  [ -x "bin/$b" ] || { echo "ceiling-device: bin/$b is missing (see the build command at the top)" >&2; exit 1; }
-done
-wrkv=$(bin/wrk -v 2>&1 || true)
-grep -q '^wrk ' <<<"$wrkv" || { echo "ceiling-device: bin/wrk does not run (libraries in bin/lib?): $wrkv" >&2; exit 1; }
-
-mkdir -p "$OUT"
-WORK=$(mktemp -d) # not under $OUT: every server start copies the 250 MB seed here
-trap 'rm -rf "$WORK"' EXIT
+rm -rf "$W"; mkdir -p "$W"
+[ -f "$CARRY/payload.tar.xz" ] || { echo "ceiling-device: no $CARRY/payload.tar.xz (bench/ceiling-device-pack.sh makes it)" >&2; exit 1; }
+if command -v xz >/dev/null; then xz -dc "$CARRY/payload.tar.xz" | tar -C "$W" -xf -
+else python3 -c 'import lzma,sys,shutil;shutil.copyfileobj(lzma.open(sys.argv[1]),sys.stdout.buffer)' "$CARRY/payload.tar.xz" | tar -C "$W" -xf -; fi
+echo "ceiling-device: unpacked at $(el) s"
+export PATH=$W/nodebin:$W/bin:$PATH LD_LIBRARY_PATH=$W/bin/lib PM2_HOME=$W/.pm2
+export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 {
-  echo "date: $(date -u +%FT%TZ)"
-  echo "cpus: $(nproc) online of $(grep -c ^processor /proc/cpuinfo)"
-  echo "model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-  echo "kernel: $(uname -r) ($(uname -m))"
-  echo "memory: $(grep MemTotal /proc/meminfo)"
-  echo "threads per core: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null || echo unknown) (siblings of cpu0)"
-  echo "nofile: soft $(ulimit -Sn) hard $(ulimit -Hn)"
-  echo "euid: $(id -u)"
-  echo "layout: NS=$NS GEN_CPUS=$GEN_CPUS DUR=$DUR WARM=$WARM NIC_N=$NIC_N NIC_RATES=$NIC_RATES"
+  echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)"
+  grep -m1 'model name' /proc/cpuinfo
+  for c in 0 1 8 12; do echo "cpu$c siblings: $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null)"; done
+  echo "kernel: $(uname -r)"; grep MemTotal /proc/meminfo; echo "nofile: $(ulimit -n)"; echo "euid: $(id -u)"
+  echo "node: $(node --version 2>&1)"; echo "wrk: $(wrk -v 2>&1 | head -1)"; echo "nginx: $(nginx -v 2>&1)"
+  echo "pm2: $("$W/peerheavy/node_modules/.bin/pm2" --version 2>&1 | tail -1)"
+  echo "layout: NA=$NA GA=$GA NB=$NB GB=$GB MODES=$MODES WORKLOADS=$WORKLOADS REPEAT=$REPEAT DUR=$DUR WARM=$WARM NIC_N=$NIC_N NIC_RATES=$NIC_RATES"
 } | tee "$OUT/machine.txt"
-if [ "$(nproc)" -lt 16 ]; then
-  echo "ceiling-device: warning: $(nproc) cpus, the layout assumes 16 (set NS and GEN_CPUS)" >&2
+B=$W/bin
+"$B/worker" seed -db "$W/seed.db" -tokens "$W/tokens.json" >"$W/seed.log" 2>&1 || { tail -5 "$W/seed.log"; exit 1; }
+echo "ceiling-device: seeded at $(el) s"
+
+common=(-seed "$W/seed.db" -tokens "$W/tokens.json" -d "${DUR}s" -warmup "${WARM}s"
+  -supervisor "$B/supervisor" -worker "$B/worker" -autocannon "$B/autocannon" -wrk "$B/wrk"
+  -config "$REPO/configs/cluster.yaml" -mix-script "$REPO/bench/mix.lua")
+sweep=(-modes "$MODES" -workloads "$WORKLOADS" -repeat "$REPEAT" -peer-heavy "$W/peerheavy"
+  -pm2 "$W/peerheavy/node_modules/.bin/pm2" -nginx "$B/nginx" -nginx-conf "$REPO/configs/nginx/static.conf"
+  -static-root "$REPO/internal/shop/static")
+# timeout stops a hung stage and keeps the runs written so far.
+to() { timeout --signal=TERM --kill-after=15 "$@"; }
+left() { echo $(( BUDGET - $(el) )); }
+R=$W/res; mkdir -p "$R"; results=()
+if [ -n "$NA" ]; then
+  to "$(( $(left) - 20 ))" "$B/ceiling" sweep -out "$R/a" -work "$W/wa" "${common[@]}" "${sweep[@]}" -n "$NA" -gen-cpus "$GA" \
+    -imbalance-n 0 >"$R/a.log" 2>&1; echo "ceiling-device: sweep a rc=$? at $(el) s"; results+=("$R/a")
 fi
-
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-left() { echo $(( BUDGET - $(elapsed) )); }
-# The orchestration itself is not pinned (pinning it would narrow the cores it may hand
-# out); it sleeps in wait() while a generator runs.
-CEIL=(bin/ceiling)
-common=(-work "$WORK/run" -seed "$WORK/seed.db" -tokens "$WORK/tokens.json" -gen-cpus "$GEN_CPUS"
-  -d "${DUR}s" -warmup "${WARM}s")
-
-t=$(date +%s)
-bin/worker seed -db "$WORK/seed.db" -tokens "$WORK/tokens.json" 2>"$OUT/seed.log"
-echo "ceiling-device: seed generated in $(( $(date +%s) - t )) s"
-
-# timeout (coreutils) stops a hung stage and keeps the runs written so far.
-tmo() { if command -v timeout >/dev/null; then timeout --signal=TERM --kill-after=20 "$@"; else shift; "$@"; fi; }
-
-tmo "$(( $(left) - 60 ))" "${CEIL[@]}" sweep -out "$OUT" "${common[@]}" -n "$NS" -modes "$MODES" \
-  -workloads "$WORKLOADS" -imbalance-n "$IMB_N" -imbalance-conns "$IMB_CONNS" 2>&1 | tee "$OUT/sweep.log" || true
-echo "ceiling-device: sweep done at $(elapsed) s"
-
-if [ "$(left)" -gt $((nic_runs * per + 20)) ]; then
-  tmo "$(( $(left) - 10 ))" "${CEIL[@]}" nic -out "$OUT" "${common[@]}" -n "$NIC_N" -rates "$NIC_RATES" \
-    -workloads "$NIC_WORKLOADS" 2>&1 | tee "$OUT/nic.log" || true
-else
-  echo "ceiling-device: NIC runs skipped: $(left) s left" | tee "$OUT/nic.log"
+if [ -n "$NB" ]; then
+  to "$(( $(left) - 15 ))" "$B/ceiling" sweep -out "$R/b" -work "$W/wb" "${common[@]}" "${sweep[@]}" -n "$NB" -gen-cpus "$GB" \
+    -imbalance-n "${NB##*,}" -imbalance-conns "$IMB_CONNS" >"$R/b.log" 2>&1; echo "ceiling-device: sweep b rc=$? at $(el) s"; results+=("$R/b")
 fi
-echo "ceiling-device: nic done at $(elapsed) s"
-
-bin/ceiling model -results "$OUT" -cores 12 -nic 10g >"$OUT/model.txt" 2>&1 || true
-tail -n 8 "$OUT/model.txt"
-grep -h '^workload=' "$OUT/sweep.log" "$OUT/nic.log" >"$OUT/lines.txt" || true
-echo "ceiling-device: finished in $(elapsed) s; results in $OUT (sweep/, nic/, model.md, plots/)"
+if [ -n "$NIC_RATES" ]; then
+  to "$(( $(left) - 8 ))" "$B/ceiling" nic -out "$R/nic" -work "$W/wn" "${common[@]}" -n "$NIC_N" -gen-cpus "$GA" \
+    -rates "$NIC_RATES" -workloads "$NIC_WORKLOADS" >"$R/nic.log" 2>&1; echo "ceiling-device: nic rc=$? at $(el) s"
+  [ -f "$R/nic/nic/ceiling.json" ] && results+=("$R/nic")
+fi
+(IFS=,; "$B/ceiling" model -results "${results[*]}" -cores 12 -nic 10g -report "$R/model.md" -plots "$R/plots" >"$R/model.txt" 2>&1)
+echo "ceiling-device: model rc=$? at $(el) s"
+grep -h '^workload=\|^median \|^peer=\|^ceiling sweep: next' "$R"/*.log >"$OUT/lines.txt" 2>/dev/null
+cp "$R/model.md" "$OUT/" 2>/dev/null
+tar -C "$W" -czf "$OUT/results.tgz" res
+echo "ceiling-device: done at $(el) s: $OUT/results.tgz ($(du -h "$OUT/results.tgz" | cut -f1)), lines.txt, model.md, machine.txt"

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	ceiling sweep [-quick] [-out DIR] [-n 1,2,4] [-workloads mix,feed,heavy,hello,static] [-peer-heavy DIR] ...
+//	ceiling sweep [-quick] [-out DIR] [-n 1,2,4] [-repeat 3] [-workloads mix,feed,heavy,hello,static] [-peer-heavy DIR] ...
 //	ceiling sweep -app 'node server.js' [-app-config FILE] [-m POST] [-path /api] [-H 'K: v'] [-b BODY] [-n 1,2,4] [-gen-cpus 10,11] ...
 //	ceiling nic   [-quick] [-out DIR] [-n N] [-rates 100mbit,1gbit,10gbit] ...   (root)
 //	ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-plots DIR]
@@ -53,7 +53,7 @@ func main() {
 }
 
 const usage = `usage:
-  ceiling sweep [-quick] [-out DIR] [-n LIST] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
+  ceiling sweep [-quick] [-out DIR] [-n LIST] [-repeat K] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
                 [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] [-load-hosts user@host,... -server-host ADDR] ...
   ceiling sweep -app 'node server.js' [-app-config FILE] [-m METHOD] [-path PATH] [-H 'Name: value'] [-b BODY]
                 [-n 1,2,...,10 -gen-cpus 10,11] ...   (your own app, PM2 running it beside; docs/ceiling.md)

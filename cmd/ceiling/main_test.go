@@ -42,6 +42,7 @@ func TestRunErrors(t *testing.T) {
 		{"model without results", []string{"model", "-results", "/nonexistent/dir"}, "read results"},
 		{"model with a bad link", []string{"model", "-nic", "fast"}, `parse link rate "fast"`},
 		{"sweep with a bad N", []string{"sweep", "-n", "1,x"}, `"x" is not a positive integer`},
+		{"sweep with no rounds", []string{"sweep", "-repeat", "0"}, "-repeat 0: want at least 1"},
 		{"sweep with a bad load host", []string{"sweep", "-load-hosts", "u@h:x"}, `bad port "x"`},
 		{"sweep request without an app", []string{"sweep", "-m", "POST"}, "give the app too"},
 		{"sweep app with our workloads", []string{"sweep", "-app", "node a.js", "-workloads", "heavy"}, "with -app the request is"},
@@ -242,5 +243,33 @@ func TestChallengeCPUs(t *testing.T) {
 	}
 	if _, _, err := challengeCPUs("x", ""); err == nil {
 		t.Error("bad -server-cpus: nil error")
+	}
+}
+
+// TestNextStep: the sweep's last line points to the model and, where runs were disturbed,
+// to the flags that measure again.
+func TestNextStep(t *testing.T) {
+	run := func(n int, verdict string) ceiling.Run {
+		return ceiling.Run{Workload: "heavy", Mode: ceiling.ModeCluster, Purpose: ceiling.PurposeSweep, N: n, RPS: 1, Verdict: verdict}
+	}
+	for _, tc := range []struct {
+		name    string
+		runs    []ceiling.Run
+		repeat  int
+		want    string
+		wantNot string
+	}{
+		{"quiet, one round", []ceiling.Run{run(1, ceiling.VerdictCPU)}, 1, "`ceiling model -results out/sweep`", "host-busy"},
+		{"quiet, one round: suggest rounds", []ceiling.Run{run(1, ceiling.VerdictCPU)}, 1, "-repeat 3 gives medians", ""},
+		{"quiet, three rounds", []ceiling.Run{run(1, ceiling.VerdictCPU)}, 3, "`ceiling model", "-repeat"},
+		{"two cells host-busy", []ceiling.Run{run(1, ceiling.VerdictHostBusy), run(2, ceiling.VerdictHostBusy)}, 1,
+			"2 of 2 cells host-busy: measure again with -repeat 3 -host-busy-repeats 2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := nextStep("out/sweep", tc.runs, tc.repeat, 0)
+			if !strings.Contains(got, tc.want) || (tc.wantNot != "" && strings.Contains(got, tc.wantNot)) {
+				t.Errorf("got %q, want %q and not %q", got, tc.want, tc.wantNot)
+			}
+		})
 	}
 }

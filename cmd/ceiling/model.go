@@ -56,6 +56,9 @@ func runModel(args []string, stdout, stderr io.Writer) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("model: no runs in %s", strings.Join(append(paths, csvPaths...), ","))
 	}
+	// Repeats of a cell (sweep -repeat, -host-busy-repeats, or two sweeps read together)
+	// count once, by their median run, in the fit, the checks and the plots.
+	runs = ceiling.MedianRuns(runs)
 	oneDir := ""
 	if len(paths) == 1 && len(csvPaths) == 0 {
 		if st, err := os.Stat(paths[0]); err == nil && st.IsDir() {

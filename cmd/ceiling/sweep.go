@@ -256,6 +256,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	nginx := fs.String("nginx", "", "nginx binary (nginx mode; default: nginx on PATH, else /usr/sbin/nginx)")
 	nginxConf := fs.String("nginx-conf", "configs/nginx/static.conf", "nginx template for the nginx mode")
 	staticRoot := fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
+	repeat := fs.Int("repeat", 1, "rounds: every (N, mode, workload) once per round, round after round; the model, tables and plots use each cell's median run, the spread beside it")
 	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
 	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
 	hosts := addLoadHostFlags(fs, "bin/autocannon is")
@@ -277,6 +278,9 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if app.argv != nil || app.config != "" {
 		c.workloads = ceiling.AppWorkload
 		c.app = app
+	}
+	if *repeat < 1 {
+		return fmt.Errorf("sweep: -repeat %d: want at least 1 (rounds of the whole sweep)", *repeat)
 	}
 	machine := ceiling.ReadMachine()
 	var nlist []int
@@ -332,12 +336,17 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if len(hosts.hosts) > 0 {
 		perRun += 2 * hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
 	}
+	runs, starts = runs**repeat, starts**repeat
 	est := float64(runs)*perRun + float64(starts)*2.5
 	if *imbN > 1 {
 		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
 	}
-	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up): about %.0f s\n",
-		nlist, *modes, c.workloads, runs, c.d, c.warmup, est)
+	rounds := ""
+	if *repeat > 1 {
+		rounds = fmt.Sprintf(" in %d rounds", *repeat)
+	}
+	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up)%s: about %.0f s\n",
+		nlist, *modes, c.workloads, runs, c.d, c.warmup, rounds, est)
 
 	p, err := c.prepare(ctx, "sweep", log, stdout, stderr)
 	if err != nil {
@@ -346,6 +355,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	defer p.cleanup()
 	p.cfg.Ns = nlist
 	p.cfg.Modes = splitList(*modes)
+	p.cfg.Repeat = *repeat
 	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *imbN, *imbConns
 	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
 	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
@@ -366,13 +376,44 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintln(stderr, "ceiling sweep:", n)
 	}
 	err = s.Sweep(ctx)
-	for _, c := range ceiling.ComparePeers(p.sweep.Runs) {
+	medians := ceiling.MedianRuns(p.sweep.Runs)
+	if *repeat > 1 || len(medians) < len(p.sweep.Runs) {
+		fmt.Fprintln(stdout, "# medians (by req/s) of each cell's runs, with their range:")
+		for _, r := range medians {
+			fmt.Fprintln(stdout, "median "+r.Line())
+		}
+	}
+	for _, c := range ceiling.ComparePeers(medians) {
 		fmt.Fprintln(stdout, c.Line())
 	}
 	if ferr := p.finish(s, stderr); err == nil {
 		err = ferr
 	}
+	fmt.Fprintln(stderr, nextStep(p.dir, medians, *repeat, c.hostBusyRepeats))
 	return err
+}
+
+// nextStep is the sweep's last line: the command that models its results, and how to
+// measure again where runs could not carry a prediction.
+func nextStep(dir string, medians []ceiling.Run, repeat, hostBusyRepeats int) string {
+	line := "ceiling sweep: next: `ceiling model -results " + dir + "` (predictions only from series with a run limited by the server's own CPU)"
+	busy, judged := 0, 0
+	for _, r := range medians {
+		if r.Purpose != ceiling.PurposeSweep || r.Skipped != "" {
+			continue
+		}
+		judged++
+		if r.Verdict == ceiling.VerdictHostBusy {
+			busy++
+		}
+	}
+	if busy > 0 {
+		line += fmt.Sprintf("; %d of %d cells host-busy: measure again with -repeat %d -host-busy-repeats %d on a quieter host",
+			busy, judged, max(repeat, 3), max(hostBusyRepeats, 2))
+	} else if repeat < 2 {
+		line += "; one run a cell: -repeat 3 gives medians and their spread"
+	}
+	return line
 }
 
 // insideEnv marks the nic command re-executed inside its private network namespace.

@@ -34,8 +34,15 @@ func writeChecks(b *bufio.Writer, models []Model, runs []Run, v Validation) {
 				note = joinNote(note, fmt.Sprintf("leave-one-out alpha %.3f (%s)", o.Model.Alpha, o.Model.AlphaFrom))
 			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %.0f | %.0f | %+.1f%% | %s | %s | %s | %s |\n", seriesName(c.Run.Source, c.Run.Workload),
-			c.Run.Mode, c.Run.Purpose, c.Run.N, l, c.Run.RPS, c.Predicted.RPS, c.ErrPct, lp, le, or(c.Run.Verdict, "-"), note)
+		measured := fmt.Sprintf("%.0f", c.Run.RPS)
+		if sp := c.Run.Spread; sp != nil && sp.Runs > 1 {
+			measured += fmt.Sprintf(" (%.0f-%.0f, %d runs, %.0f%%)", sp.MinRPS, sp.MaxRPS, sp.Runs, sp.Pct(c.Run.RPS))
+		}
+		if sp := c.Run.Spread; sp != nil && sp.Disturbed > 0 {
+			measured += fmt.Sprintf(" (%d run(s) left out: host-busy, generator or fd)", sp.Disturbed)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %.0f | %+.1f%% | %s | %s | %s | %s |\n", seriesName(c.Run.Source, c.Run.Workload),
+			c.Run.Mode, c.Run.Purpose, c.Run.N, l, measured, c.Predicted.RPS, c.ErrPct, lp, le, or(c.Run.Verdict, "-"), note)
 	}
 	fmt.Fprintln(b)
 	in, nin := MeanAbsErr(v.InSample)

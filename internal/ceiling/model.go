@@ -54,6 +54,36 @@ type Model struct {
 	// every point generator-bound. The report prints them on the series' row and next to
 	// the predictions they feed, not in a paragraph below.
 	Terms []string `json:"terms,omitempty"`
+	// NoPrediction says why the series carries no prediction: none of its runs was limited
+	// by the server itself (judged cpu or sqlite), so every point measured something else
+	// (a busy host, the generator, an unclear bound) and a number extrapolated from them
+	// would be quoted as the server's. "" when it carries one.
+	NoPrediction string `json:"no_prediction,omitempty"`
+}
+
+// RemeasureHint is the command a report gives where a series carries no prediction.
+const RemeasureHint = "measure again on a quiet host: `ceiling sweep -repeat 3 -host-busy-repeats 2`, then `ceiling model`"
+
+// noPrediction is Model.NoPrediction for a series' runs: "" when one of them was judged
+// by the server's own limit (or recorded no verdict: older results).
+func noPrediction(rs []Run) string {
+	count := make(map[string]int)
+	var order []string
+	for _, r := range rs {
+		switch r.Verdict {
+		case VerdictCPU, VerdictSQLite, "":
+			return ""
+		}
+		if count[r.Verdict] == 0 {
+			order = append(order, r.Verdict)
+		}
+		count[r.Verdict]++
+	}
+	var parts []string
+	for _, v := range order {
+		parts = append(parts, fmt.Sprintf("%s x%d", v, count[v]))
+	}
+	return "no run was limited by the server's own CPU (" + strings.Join(parts, ", ") + ")"
 }
 
 // Name is the workload, prefixed by its source when it has one.
@@ -251,6 +281,7 @@ func Fit(runs []Run) []Model {
 			}
 		}
 		m.Terms = append(m.Terms, fitTerms(good, len(good) == len(rs) && !slices.ContainsFunc(rs, fitPoint))...)
+		m.NoPrediction = noPrediction(rs)
 		var nb, ng float64
 		for _, r := range rs {
 			if r.BytesPerReq > 0 {

@@ -192,6 +192,7 @@ func Provenance(runs []Run, machines []Machine) string {
 // WritePlots writes every chart the runs support into dir and returns the file names;
 // source (Provenance) is written on each.
 func WritePlots(dir string, runs []Run, models []Model, source string) ([]string, error) {
+	runs = MedianRuns(runs)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create plot directory: %w", err)
 	}

@@ -48,6 +48,7 @@ var tableCores = []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64}
 func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) error {
 	cfg = cfg.withDefaults()
 	b := bufio.NewWriter(w)
+	runs = MedianRuns(runs)
 	models := Fit(runs)
 	fmt.Fprintf(b, "# Ceiling model\n\n")
 	seen := make(map[Machine]bool)
@@ -69,6 +70,9 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		fmt.Fprintf(b, "| %s | %s | %.1f | %d | %.2f | %.3f | %s | %s | %s | %v | %s |\n", m.Name(), m.Mode,
 			m.CPUUsPerReq, m.N1, m.E1, m.Alpha, bytes, lo, orUnknown(m.GenUsPerReq, "%.1f"), m.Points, m.TermsText())
 	}
+	if k := maxRepeats(runs); k > 1 {
+		fmt.Fprintf(b, "\nRepeated runs: each cell is its median run by req/s (up to %d runs a cell; runs judged host-busy, generator or fd left out where the cell has others); the spread is beside it in the table of measured runs.\n", k)
+	}
 	if unknownBytes {
 		fmt.Fprintln(b, "\nBytes per request \"unknown\": those runs (bench/scale.sh CSVs) did not record them, so no link limit applies to their models and no NIC ceiling is predicted for them.")
 	}
@@ -85,6 +89,10 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 			continue
 		}
 		p := m.Predict(cfg.Cores, link)
+		if m.NoPrediction != "" {
+			fmt.Fprintf(b, "| %s | no prediction | %s: %s | - | - | - | - | %s |\n", m.Name(), m.NoPrediction, RemeasureHint, m.TermsText())
+			continue
+		}
 		if p.LinkUnknown {
 			fmt.Fprintf(b, "| %s | %.0f | %s (link n/a) | %.0f | n/a: bytes unknown | - | %s | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
 				orUnknown(p.GenCores, "%.1f"), m.TermsText())
@@ -109,6 +117,10 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		}
 		row := "| " + m.Name() + " |"
 		for _, l := range cfg.Links {
+			if m.NoPrediction != "" {
+				row += " no prediction |"
+				continue
+			}
 			if !m.LinkKnown() {
 				row += " unknown (bytes not measured) |"
 				continue
@@ -129,6 +141,10 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		fmt.Fprintf(b, "\n### %s: predicted req/s (N = the NIC limits)\n\n", m.Name())
 		if len(m.Terms) > 0 {
 			fmt.Fprintf(b, "Fit from: %s.\n\n", m.TermsText())
+		}
+		if m.NoPrediction != "" {
+			fmt.Fprintf(b, "No prediction: %s; %s.\n", m.NoPrediction, RemeasureHint)
+			continue
 		}
 		if !m.LinkKnown() {
 			fmt.Fprintln(b, "Bytes per request unknown: CPU limit only, no link applies.")
@@ -174,6 +190,17 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 	writePeers(b, own)
 	writePublished(b, models)
 	return b.Flush()
+}
+
+// maxRepeats is the most runs any median run stands for (1: none repeated).
+func maxRepeats(runs []Run) int {
+	k := 1
+	for _, r := range runs {
+		if r.Spread != nil {
+			k = max(k, r.Spread.Runs+r.Spread.Disturbed)
+		}
+	}
+	return k
 }
 
 // orUnknown formats v, or says "unknown" when it was not measured (0).
@@ -253,7 +280,7 @@ func writePublished(b *bufio.Writer, models []Model) {
 	pm := PublishedModel(0)
 	fmt.Fprintf(b, "- With no loss per core: 12 cores => %.0f req/s; 10 cores (2 left to the generator) => %.0f req/s.\n",
 		pm.CPULimit(12), pm.CPULimit(10))
-	if m, ok := modelFor(models, "heavy", ModeCluster); ok {
+	if m, ok := modelFor(models, "heavy", ModeCluster); ok && m.NoPrediction == "" {
 		pa := PublishedModel(m.Alpha)
 		fmt.Fprintf(b, "- With our heavy route's measured alpha %.3f: 12 cores => %.0f req/s, 10 cores => %.0f req/s (published 42,000-50,000).\n",
 			m.Alpha, pa.CPULimit(12), pa.CPULimit(10))
@@ -291,6 +318,10 @@ func ModelSummary(models []Model, links []float64, maxCores int) []string {
 	var out []string
 	for _, m := range models {
 		if m.Mode != ModeCluster {
+			continue
+		}
+		if m.NoPrediction != "" {
+			out = append(out, fmt.Sprintf("workload=%s no_prediction=%q remeasure=%q", m.Name(), m.NoPrediction, RemeasureHint))
 			continue
 		}
 		var parts []string

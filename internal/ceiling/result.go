@@ -82,6 +82,11 @@ type Run struct {
 	N        int    `json:"n"` // workers (cluster, pm2 instances, nginx worker processes) or GOMAXPROCS (single)
 	// Writes: the workload writes to SQLite (the mix's likes and posts).
 	Writes bool `json:"writes,omitempty"`
+	// Round is the sweep's round (SweepConfig.Repeat) the run belongs to; 0 with one round.
+	Round int `json:"round,omitempty"`
+	// Spread is set on a cell's median run (MedianRuns) when it stands for several: how
+	// many, and their range. Never written by the sweep itself.
+	Spread *Spread `json:"spread,omitempty"`
 	// Source names the result set a run came from when runs of different code or hosts
 	// are modelled together (a bench/scale.sh CSV's name, see CSVSource); "" for the
 	// sweep's own results. Runs of different sources are never fitted together.
@@ -179,8 +184,16 @@ func (r Run) Line() string {
 			workers += " steering=" + r.Steering
 		}
 	}
-	return fmt.Sprintf("workload=%s n=%d mode=%s%s rps=%.0f p99=%.2fms cpu_us=%.1f%s verdict=%s evidence=%q",
-		r.Workload, r.N, r.Mode, link, r.RPS, r.P99Ms, r.ServerCPUUsPerReq, workers, r.Verdict, r.Evidence)
+	round := ""
+	if r.Round > 0 {
+		round = fmt.Sprintf(" round=%d", r.Round)
+	}
+	spread := ""
+	if r.Spread != nil {
+		spread = " " + r.Spread.Text()
+	}
+	return fmt.Sprintf("workload=%s n=%d mode=%s%s%s rps=%.0f%s p99=%.2fms cpu_us=%.1f%s verdict=%s evidence=%q",
+		r.Workload, r.N, r.Mode, link, round, r.RPS, spread, r.P99Ms, r.ServerCPUUsPerReq, workers, r.Verdict, r.Evidence)
 }
 
 // FormatBits prints a link rate as tc writes it: 100mbit, 1gbit, 2.5gbit.

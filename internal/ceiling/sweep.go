@@ -148,7 +148,14 @@ type SweepConfig struct {
 	// it) is run again; every one is kept and reported, the disturbed ones marked and left
 	// out of the model. Default 0: none, the run is marked and left out.
 	HostBusyRepeats int
-	Logger          *zap.Logger // default nop
+	// Repeat is how many rounds the sweep runs: round 1 measures every (N, mode, workload),
+	// then round 2 all of them again, and so on, so a disturbance minutes long lands in one
+	// round of many cells rather than in every run of one. The tables, the model and the
+	// plots use each cell's median run (MedianRuns), with the spread beside it. Default 1.
+	// Why: on the 16-core host one 3 s run of the same binary ten minutes apart read
+	// 27,100 and 40,400 req/s (heavy, N = 1).
+	Repeat int
+	Logger *zap.Logger // default nop
 	// Report receives each run as it finishes (print it, write it); may be nil.
 	Report func(Run)
 	// Environ is the children's base environment; default os.Environ().
@@ -345,53 +352,82 @@ func (s *Sweeper) genCPUs(n int) (cpus []int, shared bool) {
 	return cpus, shared
 }
 
-// Sweep runs every (N, mode) cell: one server start each, then every workload against
-// it, then (at ImbalanceN) the few-connection run.
-func (s *Sweeper) Sweep(ctx context.Context) (err error) {
-	defer func() { s.progress.end(err) }()
-	for _, n := range s.cfg.Ns {
-		for _, mode := range s.cfg.Modes {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			wls := s.workloadsFor(mode)
-			if len(wls) == 0 || s.peers.skip[mode] != "" {
-				continue
-			}
-			srv, err := s.StartServer(ctx, mode, n)
-			if err != nil {
-				if !isPeer(mode) || ctx.Err() != nil {
-					return err
+// cell is one server start of the sweep: round, N and mode, and the workloads it runs.
+type cell struct {
+	round, n  int
+	mode      string
+	workloads []Workload
+}
+
+// plan is the sweep's server starts in order: Repeat rounds, each every (N, mode) with the
+// workloads that mode serves. Rounds are outermost: repeats of one cell are a whole round
+// apart, never back to back.
+func (s *Sweeper) plan() []cell {
+	var out []cell
+	for round := 1; round <= max(s.cfg.Repeat, 1); round++ {
+		for _, n := range s.cfg.Ns {
+			for _, mode := range s.cfg.Modes {
+				wls := s.workloadsFor(mode)
+				if len(wls) == 0 || s.peers.skip[mode] != "" {
+					continue
 				}
-				// A peer that does not start is that peer's result, not the sweep's end.
-				s.log.Warn("peer did not start", zap.String("mode", mode), zap.Int("n", n), zap.Error(err))
-				for _, wl := range wls {
-					s.emit(Run{Workload: wl.Name, Mode: mode, Purpose: PurposeSweep, N: n, Skipped: err.Error(),
-						Started: time.Now().UTC().Truncate(time.Millisecond)})
-				}
-				continue
-			}
-			for _, wl := range wls {
-				if ctx.Err() != nil {
-					break
-				}
-				s.measureQuiet(ctx, srv, wl, MeasureOptions{Purpose: PurposeSweep})
-			}
-			if mode == ModeCluster && n == s.cfg.ImbalanceN && n > 1 && ctx.Err() == nil {
-				if wl, ok := s.imbalanceWorkload(); ok {
-					c := s.cfg.ImbalanceConns
-					if c <= 0 {
-						c = n
-					}
-					s.emit(s.Measure(ctx, srv, wl, MeasureOptions{Purpose: PurposeImbalance, Conns: c, Settle: true}))
-				}
-			}
-			if err := srv.Stop(); err != nil {
-				s.log.Warn("stop server", zap.Error(err))
+				out = append(out, cell{round, n, mode, wls})
 			}
 		}
 	}
+	return out
+}
+
+// Sweep runs every (N, mode) cell, Repeat rounds over: one server start each, then every
+// workload against it, then (at ImbalanceN, in the first round) the few-connection run.
+func (s *Sweeper) Sweep(ctx context.Context) (err error) {
+	defer func() { s.progress.end(err) }()
+	for _, c := range s.plan() {
+		n, mode, wls := c.n, c.mode, c.workloads
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		srv, err := s.StartServer(ctx, mode, n)
+		if err != nil {
+			if !isPeer(mode) || ctx.Err() != nil {
+				return err
+			}
+			// A peer that does not start is that peer's result, not the sweep's end.
+			s.log.Warn("peer did not start", zap.String("mode", mode), zap.Int("n", n), zap.Error(err))
+			for _, wl := range wls {
+				s.emit(Run{Workload: wl.Name, Mode: mode, Purpose: PurposeSweep, N: n, Skipped: err.Error(),
+					Round: s.roundOf(c.round), Started: time.Now().UTC().Truncate(time.Millisecond)})
+			}
+			continue
+		}
+		for _, wl := range wls {
+			if ctx.Err() != nil {
+				break
+			}
+			s.measureQuiet(ctx, srv, wl, MeasureOptions{Purpose: PurposeSweep, Round: s.roundOf(c.round)})
+		}
+		if mode == ModeCluster && n == s.cfg.ImbalanceN && n > 1 && c.round == 1 && ctx.Err() == nil {
+			if wl, ok := s.imbalanceWorkload(); ok {
+				c := s.cfg.ImbalanceConns
+				if c <= 0 {
+					c = n
+				}
+				s.emit(s.Measure(ctx, srv, wl, MeasureOptions{Purpose: PurposeImbalance, Conns: c, Settle: true}))
+			}
+		}
+		if err := srv.Stop(); err != nil {
+			s.log.Warn("stop server", zap.Error(err))
+		}
+	}
 	return ctx.Err()
+}
+
+// roundOf is the Round a run records: 0 (not written) when the sweep runs one round.
+func (s *Sweeper) roundOf(round int) int {
+	if s.cfg.Repeat > 1 {
+		return round
+	}
+	return 0
 }
 
 func (s *Sweeper) imbalanceWorkload() (Workload, bool) {
@@ -469,6 +505,7 @@ func (s *Sweeper) emit(r Run) {
 // MeasureOptions vary one measured run.
 type MeasureOptions struct {
 	Purpose      string
+	Round        int     // the sweep's round (Run.Round); 0 with one round
 	Conns        int     // 0: ConnsPerWorker × N
 	LinkBitsPerS float64 // the shaped link's rate, for the record and the verdict
 	Shaping      string
@@ -480,7 +517,7 @@ type MeasureOptions struct {
 // Measure runs one workload against srv: a probe request, the warm-up, then the measured
 // run with /proc snapshots around it. Failures are recorded in the Run (Skipped).
 func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o MeasureOptions) Run {
-	r := Run{Workload: wl.Name, Mode: srv.Mode, Purpose: o.Purpose, N: srv.N, Writes: wl.Writes,
+	r := Run{Workload: wl.Name, Mode: srv.Mode, Purpose: o.Purpose, N: srv.N, Writes: wl.Writes, Round: o.Round,
 		ServerCommand: srv.Argv, Pipelining: s.cfg.Pipelining, LinkBitsPerS: o.LinkBitsPerS, Shaping: o.Shaping,
 		Started: time.Now().UTC().Truncate(time.Millisecond)}
 	s.progress.begin(r, max(s.cfg.Warmup, 0)+s.cfg.Duration)

@@ -88,9 +88,16 @@ type Evidence struct {
 	ServerCores     int     // cores the server was given
 	Shared          bool    // server and generator share cores
 	HostIdlePct     float64 // host idle over the run, percent of all CPUs
-	// OtherCores is the host's busy CPU (not idle, not iowait) less the server's and the
-	// generator's, in cores; -1 when the host's core count is unknown (older results).
+	// OtherCores is the host's busy CPU (not idle, not iowait) less the server's, the
+	// generator's and the emulated link's (LinkCores), in cores; -1 when the host's core
+	// count is unknown (older results).
 	OtherCores float64
+	// LinkCores is the emulated link's own kernel work on a shaped run: the host's softirq
+	// time, in cores. The tbf qdisc releases packets from a timer and loopback delivers
+	// them in softirq context, charged to no process; without this charge a run at line
+	// rate read host-busy (16 cores, 2026-12-04: heavy at 1 Gbit/s 0.10 "other" cores,
+	// static 0.26, heavy at 10 Gbit/s 0.48, each less than its softirq time). 0 unshaped.
+	LinkCores float64
 
 	LinkBytesPerS     float64 // bytes the link counts per second (loopback: both directions)
 	LinkRateBytesPerS float64 // the link's rate; 0 when unshaped (no link limit known)
@@ -118,13 +125,16 @@ type Evidence struct {
 
 // EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
 func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
-	other := -1.0
+	other, link := -1.0, 0.0
 	if r.HostCores > 0 {
 		busy := (100 - r.Host.Idle - r.Host.IOWait) / 100 * float64(r.HostCores)
-		other = max(0, busy-r.ServerBusyCores-r.GenBusyCores)
+		if r.LinkBitsPerS > 0 {
+			link = round(r.Host.SoftIRQ/100*float64(r.HostCores), 3)
+		}
+		other = max(0, busy-r.ServerBusyCores-r.GenBusyCores-link)
 	}
 	return Evidence{
-		OtherCores:      other,
+		OtherCores: other, LinkCores: link,
 		ServerBusyCores: r.ServerBusyCores, ServerCores: r.ServerCores, Shared: r.SharedCores,
 		HostIdlePct:   r.Host.Idle,
 		LinkBytesPerS: r.LoBytesPerS, LinkRateBytesPerS: r.LinkBitsPerS / 8,
@@ -152,8 +162,11 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 		return VerdictGenerator, "generator SATURATED (" + e.GenReason + "): the run is invalid (" + cpu + ")"
 	}
 	if e.OtherCores >= t.OtherCores {
-		return VerdictHostBusy, fmt.Sprintf("host busy (other work: %.2f cores): the run is not the server's alone (%s, generator %.0f%%)",
-			e.OtherCores, cpu, 100*e.GenBusyCores)
+		ev := fmt.Sprintf("host busy (other work: %.2f cores): the run is not the server's alone (%s, generator %.0f%%", e.OtherCores, cpu, 100*e.GenBusyCores)
+		if e.LinkCores > 0 {
+			ev += fmt.Sprintf(", the link's softirq %.2f cores not counted as other", e.LinkCores)
+		}
+		return VerdictHostBusy, ev + ")"
 	}
 	fdText := fdError(e.ErrorText)
 	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {
@@ -171,8 +184,12 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 		return VerdictCPU, cpu
 	}
 	if e.LinkRateBytesPerS > 0 && e.LinkBytesPerS >= t.LinkBusy*e.LinkRateBytesPerS {
-		return VerdictNIC, fmt.Sprintf("link %.1f MB/s = %.0f%% of %s, %s", e.LinkBytesPerS/1e6,
+		ev := fmt.Sprintf("link %.1f MB/s = %.0f%% of %s, %s", e.LinkBytesPerS/1e6,
 			100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS), cpu)
+		if e.LinkCores > 0 {
+			ev += fmt.Sprintf(", link's softirq %.2f cores", e.LinkCores)
+		}
+		return VerdictNIC, ev
 	}
 	if why := genBound(e, t); why != "" {
 		return VerdictGenerator, why + " (" + cpu + ")"

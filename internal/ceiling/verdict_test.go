@@ -132,3 +132,40 @@ func TestOtherCores(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeShapedLink: runs on the emulated NIC at line rate read nic, not host-busy. The
+// first three are the 16-core runs of 2026-12-04 (docs/results/16cores-2026-12-04, nic,
+// 4 workers): their "other work" (0.26, 0.10 and 0.48 cores) was the link's own softirq
+// time, which the host counts under no process; before the link was charged with it they
+// read host-busy. The 100 Mbit/s case is the 2-core machine's line rate on that host's
+// proportions; the last two keep a real neighbour visible on a shaped link.
+func TestJudgeShapedLink(t *testing.T) {
+	run := func(bits, rps, lo, srv, gen float64, h HostCPU) Run {
+		return Run{Purpose: PurposeNIC, N: 4, ServerCores: 4, HostCores: 16, GenThreads: 8, LinkBitsPerS: bits, RPS: rps,
+			Requests: int64(3 * rps), LoBytesPerS: lo, ServerBusyCores: srv, GenBusyCores: gen, Host: h}
+	}
+	for _, tc := range []struct {
+		name string
+		r    Run
+		want string
+	}{
+		{"static at 1 Gbit/s", run(1e9, 17518.7, 124876836, 0.243, 0.332, HostCPU{User: 0.9, System: 2, Idle: 94.8, SoftIRQ: 2.3}), VerdictNIC},
+		{"heavy at 1 Gbit/s", run(1e9, 3931, 125761402, 0.177, 0.155, HostCPU{User: 1, System: 0.9, Idle: 97.3, SoftIRQ: 0.7}), VerdictNIC},
+		{"heavy at 10 Gbit/s", run(10e9, 39320.3, 1251745048, 1.613, 0.865, HostCPU{User: 9.4, System: 5.7, Idle: 81.5, SoftIRQ: 3.4}), VerdictNIC},
+		{"static at 10 Gbit/s (was nic already)", run(10e9, 175230.3, 1247625339, 3.16, 4.322, HostCPU{User: 6.2, System: 30.8, Idle: 54.8, SoftIRQ: 8.1}), VerdictNIC},
+		{"heavy at 100 Mbit/s", run(100e6, 392, 12.7e6, 0.02, 0.02, HostCPU{User: 0.1, System: 0.1, Idle: 99.7, SoftIRQ: 0.1}), VerdictNIC},
+		{"a neighbour beside the link's softirq", run(1e9, 3931, 125761402, 0.177, 0.155, HostCPU{User: 4, System: 0.9, Idle: 94.4, SoftIRQ: 0.7}), VerdictHostBusy},
+		{"unshaped: softirq is not charged to a link", func() Run {
+			r := run(0, 3931, 125761402, 0.177, 0.155, HostCPU{User: 1, System: 0.9, Idle: 97.3, SoftIRQ: 0.7})
+			r.Purpose = PurposeSweep
+			return r
+		}(), VerdictHostBusy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ev := Judge(EvidenceOf(tc.r, 0), Thresholds{})
+			if got != tc.want {
+				t.Errorf("got %s (%s), want %s", got, ev, tc.want)
+			}
+		})
+	}
+}
