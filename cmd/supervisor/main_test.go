@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	case "worker":
 		fakeWorker()
 		os.Exit(0)
+	case "control-client": // a worker's child that left its process group: see fakeWorker
+		callControl(os.Getenv("FAKE_CONTROL_SOCKET"), os.Getenv("FAKE_CONTROL_OUT"))
+		os.Exit(0)
 	case "background": // a fork-mode program: no socket, stops on SIGTERM
 		fmt.Println("background up, pid", os.Getpid())
 		sig := make(chan os.Signal, 1)
@@ -87,6 +90,9 @@ func fakeWorker() {
 	}
 	if ms, err := strconv.Atoi(os.Getenv("FAKE_READY_DELAY_MS")); err == nil {
 		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow start (serving already)
+	}
+	if f := os.Getenv("FAKE_CONTROL_SOCKET_FILE"); f != "" {
+		go workerCallsControl(f) // what a compromised worker would try
 	}
 	mode, _ := os.ReadFile(os.Getenv("FAKE_MODE_FILE"))
 	if strings.TrimSpace(string(mode)) != "notready" {
