@@ -301,6 +301,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	tests := []struct{ name, config, want string }{
 		{"instances", "instances: lots", "instances: \"lots\" is out of range"},
 		{"kill_timeout", "kill_timeout: 20m", "kill_timeout: 20m0s is out of range"},
+		{"duration", "instances: 2\nlisten_timeout: 3 seconds", `listen_timeout: "3 seconds" is not a duration (line 2): write a duration such as 5s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
