@@ -31,12 +31,12 @@ import (
 type upgrader struct {
 	fl            *fleet
 	log           *zap.Logger
-	defaultBinary string      // the binary this supervisor was started from (its path, which a deploy replaces)
+	defaultBinary string // the binary this supervisor was started from (its path, which a deploy replaces)
 	// allowed are the other binaries an upgrade may execute (-upgrade-binary), absolute
 	// paths; defaultBinary always may.
 	allowed []string
-	req           chan string // the binary to execute, handed to the main loop
-	busy          atomic.Bool // an upgrade was asked for and has not failed (success ends the image)
+	req     chan string // the binary to execute, handed to the main loop
+	busy    atomic.Bool // an upgrade was asked for and has not failed (success ends the image)
 	// failed is the error (a string) of the upgrade whose new image gave this one back
 	// (fallback), shown in the status until the next upgrade.
 	failed atomic.Value
