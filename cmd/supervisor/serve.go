@@ -290,8 +290,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var wl *workerLogs
 	if *logDir != "" {
-		if err := os.MkdirAll(*logDir, 0o750); err != nil {
+		if err := os.MkdirAll(*logDir, 0o700); err != nil {
 			return fmt.Errorf("create log directory: %w", err)
+		}
+		if err := checkLogDir(*logDir); err != nil {
+			return err
 		}
 		wl = &workerLogs{dir: *logDir, rot: rot, log: log}
 		defer wl.Close()
