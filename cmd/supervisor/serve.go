@@ -70,6 +70,8 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
 	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
 	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
+	var hosts allowedHosts
+	fs.Var(&hosts, "allowed-hosts", "comma-separated host names -metrics and -dashboard answer to besides IP addresses, localhost and their own -metrics/-dashboard host (others get 421: DNS rebinding)")
 	var upgradeTo upgradeBinaries
 	fs.Var(&upgradeTo, "upgrade-binary", "a binary other than this one's own path that `upgrade -binary PATH` may re-execute (absolute; repeat for more); "+
 		"either must be writable by nobody but its owner, this user or root")
@@ -356,13 +358,13 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		msrv := &http.Server{Handler: hostCheck("metrics", *metricsAddr, hosts, mux), ReadHeaderTimeout: 10 * time.Second}
 		go msrv.Serve(ml)
 		defer msrv.Close()
 		log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
 	}
 	if *dashboardAddr != "" {
-		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), fl, log)
+		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), hosts, fl, log)
 		if err != nil {
 			return err
 		}
