@@ -88,11 +88,23 @@ func startSupervisorBin(t *testing.T, supervisor, cfg, socket, listen string, co
 // startSupervisorBinIn is startSupervisorBin in the working directory wd ("": this one).
 func startSupervisorBinIn(t *testing.T, wd, supervisor, cfg, socket, listen string, command ...string) *exec.Cmd {
 	t.Helper()
-	args := []string{"run", "-config", cfg, "-socket", socket, "-listen", listen}
+	args := []string{"-config", cfg, "-socket", socket, "-listen", listen}
 	if len(command) > 0 {
 		args = append(append(args, "--"), command...)
 	}
-	cmd := exec.Command(supervisor, args...)
+	return startSupervisorArgsIn(t, wd, supervisor, args...)
+}
+
+// startSupervisorArgs runs `supervisor run ARGS...` in a process of its own.
+func startSupervisorArgs(t *testing.T, supervisor string, args ...string) *exec.Cmd {
+	t.Helper()
+	return startSupervisorArgsIn(t, "", supervisor, args...)
+}
+
+// startSupervisorArgsIn is startSupervisorArgs in the working directory wd ("": this one).
+func startSupervisorArgsIn(t *testing.T, wd, supervisor string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(supervisor, append([]string{"run"}, args...)...)
 	cmd.Dir = wd
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	logs := &syncBuffer{}
@@ -261,7 +273,18 @@ func supervisorUpgrade(t *testing.T, a, b, incompatible binaries) {
 	sock := filepath.Join(dir, "s.sock")
 	listen := "127.0.0.1:" + freePort(t)
 	ctl := &runningCluster{socket: sock}
-	cmd := startSupervisorBin(t, a.supervisor, cfg, sock, listen)
+	// The binaries an upgrade may execute: the two builds, the incompatible one and the
+	// bad ones below (any other is refused: TestUpgradeBinaryChecks).
+	bad := filepath.Join(dir, "bad-supervisor")
+	os.WriteFile(bad, []byte("#!/bin/sh\n[ \"$1\" = -h ] && { echo 'usage: supervisor run'; exit 0; }\necho 'config: no such field' >&2; exit 1\n"), 0o755)
+	groupWritable := filepath.Join(dir, "gw-supervisor")
+	os.WriteFile(groupWritable, []byte("#!/bin/sh\necho 'usage: supervisor run'\n"), 0o755)
+	os.Chmod(groupWritable, 0o775)
+	args := []string{"-config", cfg, "-socket", sock, "-listen", listen}
+	for _, bin := range []string{a.supervisor, b.supervisor, incompatible.supervisor, bad, groupWritable, "/bin/true"} {
+		args = append(args, "-upgrade-binary", bin)
+	}
+	cmd := startSupervisorArgs(t, a.supervisor, args...)
 	var st statusReply
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
@@ -276,11 +299,14 @@ func supervisorUpgrade(t *testing.T, a, b, incompatible binaries) {
 	probe := startLoadProbe("http://" + listen + "/health")
 
 	// Bad binaries are refused while the running one goes on: one that is no supervisor,
-	// and one that looks like one but cannot run this configuration.
-	bad := filepath.Join(dir, "bad-supervisor")
-	os.WriteFile(bad, []byte("#!/bin/sh\n[ \"$1\" = -h ] && { echo 'usage: supervisor run'; exit 0; }\necho 'config: no such field' >&2; exit 1\n"), 0o755)
+	// one that looks like one but cannot run this configuration, one the command line does
+	// not name, and one that others could have written.
+	unlisted := filepath.Join(dir, "unlisted-supervisor")
+	os.WriteFile(unlisted, []byte("#!/bin/sh\necho 'usage: supervisor run'\n"), 0o755)
 	for _, tc := range []struct{ bin, want string }{
 		{"/bin/true", "does not print the supervisor's usage"},
+		{unlisted, "start it with -upgrade-binary " + unlisted},
+		{groupWritable, "is writable by its group or by others"},
 		{bad, "run -check with this supervisor's arguments: exit status 1 (config: no such field)"},
 		{"relative/supervisor", "relative/supervisor: no such file or directory"},
 	} {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // statusReply is the body of GET /status and the output of `status -json`.
@@ -74,36 +76,156 @@ func (l sameUserListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		uid, err := peerUID(c)
-		if err == nil && (uid == uint32(os.Geteuid()) || uid == 0) {
-			return c, nil
+		cred, err := peerCred(c)
+		if err == nil && (cred.Uid == uint32(os.Geteuid()) || cred.Uid == 0) {
+			return peerConn{c, *cred}, nil
+		}
+		var uid uint32
+		if cred != nil {
+			uid = cred.Uid
 		}
 		l.log.Warn("control socket: refused a connection from another user", zap.Uint32("uid", uid), zap.Error(err))
 		c.Close()
 	}
 }
 
-// peerUID is the user id of the process at the other end of c.
-func peerUID(c *net.UnixConn) (uint32, error) {
+// peerConn is a control connection with its peer's credentials as the kernel gave them
+// when it connected: controlConnContext hands them to the handlers, which refuse the
+// commands that change anything to the supervisor's own workers (operatorOnly).
+type peerConn struct {
+	*net.UnixConn
+	cred unix.Ucred
+}
+
+type peerKey struct{}
+
+// controlConnContext is the control server's ConnContext: the peer's credentials, for
+// operatorOnly.
+func controlConnContext(ctx context.Context, c net.Conn) context.Context {
+	if pc, ok := c.(peerConn); ok {
+		return context.WithValue(ctx, peerKey{}, pc.cred)
+	}
+	return ctx
+}
+
+// peerCred is the credentials (pid, uid, gid) of the process at the other end of c.
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return 0, fmt.Errorf("read peer credentials: %w", err)
+		return nil, fmt.Errorf("read peer credentials: %w", err)
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, fmt.Errorf("read peer credentials: %w", err)
+		return nil, fmt.Errorf("read peer credentials: %w", err)
 	}
 	if cerr != nil {
-		return 0, fmt.Errorf("read peer credentials: %w", cerr)
+		return nil, fmt.Errorf("read peer credentials: %w", cerr)
+	}
+	return cred, nil
+}
+
+// peerUID is the user id of the process at the other end of c.
+func peerUID(c *net.UnixConn) (uint32, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return 0, err
 	}
 	return cred.Uid, nil
 }
 
-// controlHandler serves GET /status, GET /logs, POST /reload, POST /restart, POST
-// /scale?n=N|+N|-N and POST /stop, each with ?app=NAME for one app (every app without).
+// workerPIDs are the pids of every app's workers now, by their status.
+func (fl *fleet) workerPIDs() map[int]bool {
+	pids := map[int]bool{}
+	for _, a := range fl.apps {
+		if sup := a.current(); sup != nil {
+			for _, w := range sup.Status() {
+				if w.PID > 0 {
+					pids[w.PID] = true
+				}
+			}
+		}
+	}
+	return pids
+}
+
+// workerLineage finds whether process pid is one of the supervisor's workers or a process
+// one of them started, and returns that worker's pid (self's when pid descends from the
+// supervisor by another way: any child of the supervisor is a worker, a shim or a check it
+// runs), 0 when it is neither. A worker starts in a process group of its own (spawn.go's
+// Setpgid), which its children share unless they leave it; one that left it (setsid) still
+// has the worker among its ancestors, unless it also double-forked away, and an adopted
+// worker is no child of this supervisor but is in the status. So each process from pid up
+// to init is checked by its pid, its parent and its process group. read is
+// procstat.ReadLineage in the supervisor (a table in the tests). Pid 0 is a peer outside
+// the supervisor's pid namespace, which none of its descendants is. An unreadable process
+// is an error: the caller refuses rather than guess.
+func workerLineage(pid, self int, workers map[int]bool, read func(int) (procstat.Lineage, error)) (int, error) {
+	if pid <= 0 || pid == self {
+		return 0, nil
+	}
+	for p, hops := pid, 0; p > 1 && hops < 1<<16; hops++ {
+		if workers[p] || (p == self && p != pid) {
+			return p, nil
+		}
+		l, err := read(p)
+		if err != nil {
+			return 0, err
+		}
+		if workers[l.PGID] {
+			return l.PGID, nil
+		}
+		p = l.PPID
+	}
+	return 0, nil
+}
+
+// operatorOnly refuses every command but the reads (GET: status, metrics, logs) to the
+// supervisor's own workers and their children. The control socket takes any process of
+// the supervisor's user, and those are of it; but a worker runs the application, the first
+// thing an attacker takes, and reload, restart, scale, stop and above all upgrade (which
+// re-executes a binary as the supervisor, with its capabilities) would hand it the whole
+// cluster. A worker has its ipc channel for what it needs. Any method but GET and HEAD is
+// checked, so a command added later is the operator's unless said otherwise.
+func operatorOnly(fl *fleet, log *zap.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+		if !ok { // not from the control socket's listener (tests of the handler alone)
+			next.ServeHTTP(w, r)
+			return
+		}
+		by, err := workerLineage(int(cred.Pid), os.Getpid(), fl.workerPIDs(), func(pid int) (procstat.Lineage, error) {
+			return procstat.ReadLineage("", pid)
+		})
+		var msg string
+		switch {
+		case err != nil:
+			msg = fmt.Sprintf("%s %s refused: cannot tell whether pid %d, which asked, is one of this supervisor's workers (%v): run it again", r.Method, r.URL.Path, cred.Pid, err)
+		case by != 0:
+			msg = fmt.Sprintf("%s %s refused: pid %d, which asked, is one of this supervisor's workers or a process one started (by pid %d); "+
+				"the commands that change the cluster are the operator's, run from outside it (a worker's own channel to the supervisor is its ipc)", r.Method, r.URL.Path, cred.Pid, by)
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		log.Warn("control socket: refused a command from a worker", zap.String("command", r.Method+" "+r.URL.Path),
+			zap.Int32("pid", cred.Pid), zap.Int("worker", by), zap.Error(err))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(errorReply{msg})
+	})
+}
+
+// controlHandler serves GET /status, GET /metrics, GET /logs, POST /reload, POST
+// /restart, POST /scale?n=N|+N|-N, POST /upgrade?binary=PATH and POST /stop, each with
+// ?app=NAME for one app (every app without) but metrics and upgrade. The POSTs are refused
+// to the supervisor's workers (operatorOnly).
 func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
@@ -203,7 +325,8 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 		if bin == "" {
 			bin = up.defaultBinary
 		}
-		if err := up.check(bin); err != nil {
+		bin, err := up.check(bin)
+		if err != nil {
 			reply(w, http.StatusConflict, errorReply{err.Error()})
 			return
 		}
@@ -241,5 +364,5 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 		}
 		reply(w, http.StatusAccepted, map[string]bool{"ok": true})
 	})
-	return mux
+	return operatorOnly(fl, log, mux)
 }

@@ -49,8 +49,9 @@ const (
 // startDashboard serves the dashboard on addr until the returned stop is called, reading
 // the clusters through fl and, when ceilingDir is not "", a ceiling sweep's progress and
 // plots from that directory. Its figures are monit's: the same sampler (monitor) reads
-// the supervisor's status and the host.
-func startDashboard(ctx context.Context, addr, ceilingDir string, fl *fleet, log *zap.Logger) (stop func(), err error) {
+// the supervisor's status and the host. It answers only requests for its own address,
+// localhost, an IP address or one of hosts (hostCheck: DNS rebinding).
+func startDashboard(ctx context.Context, addr, ceilingDir string, hosts []string, fl *fleet, log *zap.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
@@ -64,7 +65,7 @@ func startDashboard(ctx context.Context, addr, ceilingDir string, fl *fleet, log
 	d := newDashboard(m.sample, ceilingDir)
 	ctx, cancel := context.WithCancel(ctx)
 	go d.run(ctx)
-	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	srv := &http.Server{Handler: hostCheck("dashboard", addr, hosts, d.handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"go.uber.org/zap"
 )
@@ -30,6 +31,13 @@ type rotation struct {
 	MaxSize int64
 	Keep    int
 }
+
+// logFileMode is a new log file's mode: the supervisor's user's alone. The workers' lines
+// are the application's output (request paths, errors with their data), and the log's
+// group is whatever the directory's is; whoever should read them gets them through
+// `supervisor logs` (same user), the journal, or a mode the administrator chose for a file
+// made beforehand (an existing file keeps its own).
+const logFileMode = 0o600
 
 func openLogFile(path string, rot rotation) (*logFile, error) {
 	l := &logFile{path: path, rot: rot}
@@ -79,7 +87,7 @@ func (l *logFile) rotate() error {
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, logFileMode)
 	if err != nil {
 		return err
 	}
@@ -95,9 +103,9 @@ func (l *logFile) Sync() error {
 	return l.f.Sync()
 }
 
-// Reopen opens the path again (creating it, mode 0640) and closes the previous file.
+// Reopen opens the path again (creating it, logFileMode) and closes the previous file.
 func (l *logFile) Reopen() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, logFileMode)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}
@@ -120,6 +128,29 @@ func (l *logFile) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.f.Close()
+}
+
+// checkLogDir refuses a -log-dir that another user could write: there they could put a
+// link at DIR/worker-0.log before the supervisor opens it, and the workers' output (text an
+// attacker may choose, through requests) would be appended to whatever file the link names
+// that the supervisor's user may write. Also one owned by another user, who could loosen it.
+func checkLogDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("log-dir: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("log-dir: %s is not a directory", dir)
+	case !ok || st.Uid != uint32(os.Geteuid()):
+		return fmt.Errorf("log-dir: %s is not owned by this user (uid %d): another could replace the files in it; give it a directory of this user's (chown %d %s, or another path)",
+			dir, os.Geteuid(), os.Geteuid(), dir)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("log-dir: %s is writable by its group or by others (mode %v): they could put links there that the logs would follow; chmod go-w %s",
+			dir, fi.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // workerLogs are the per-slot files of -log-dir, DIR/worker-SLOT.log (DIR/APP-SLOT.log

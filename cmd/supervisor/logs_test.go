@@ -143,3 +143,56 @@ func TestLogRotation(t *testing.T) {
 		t.Error("a third old file kept with keep 2")
 	}
 }
+
+// TestLogFilesPrivate: log files (the merged log, a slot's, and the fresh file after a
+// rotation) are created mode 0600, whatever the umask lets through: they hold the
+// application's output.
+func TestLogFilesPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.log")
+	l, err := openLogFile(path, rotation{MaxSize: 10, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Write([]byte("0123456789\n"))
+	l.Write([]byte("0123456789\n")) // rotates: path.1, and a new path
+	for _, p := range []string{path, path + ".1"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", p, got)
+		}
+	}
+}
+
+// TestLogDirChecked: a -log-dir that another user could write, or that is not a
+// directory, is refused at start with the path and the fix; a fresh one is made 0700.
+func TestLogDirChecked(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o775)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o600)
+	fresh := filepath.Join(dir, "fresh", "logs")
+	for _, tc := range []struct{ name, dir, want string }{
+		{"group-writable", open, "log-dir: " + open + " is writable by its group or by others (mode -rwxrwxr-x): they could put links there that the logs would follow; chmod go-w " + open},
+		{"a file", file, "not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(context.Background(), []string{"run", "-socket", filepath.Join(dir, tc.name+".sock"), "-log-dir", tc.dir, "--", "/bin/true"},
+				func(string) string { return "" }, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run -log-dir %s: %v, want an error with %q", tc.dir, err, tc.want)
+			}
+		})
+	}
+	if err := os.MkdirAll(fresh, 0o700); err != nil { // as run makes it
+		t.Fatal(err)
+	}
+	if err := checkLogDir(fresh); err != nil {
+		t.Errorf("a fresh directory: %v", err)
+	}
+}

@@ -24,7 +24,8 @@
 // Any program that takes a socket at fd 3 runs too (gunicorn, node:http, uvicorn --fd 3),
 // ready when it says so over our ipc, sd_notify or Node's process.send. The other
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
-// (`curl --unix-socket PATH http://x/status`). `logs` prints the last lines the supervisor
+// (`curl --unix-socket PATH http://x/status`), where the supervisor's own workers may
+// only read. `logs` prints the last lines the supervisor
 // keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
 // `monit` is a live view of the workers and the host on the terminal, as `pm2 monit`;
 // `run -dashboard HOST:PORT` serves the same figures as a web page of live charts.
@@ -58,7 +59,9 @@ func main() {
 const usage = `usage:
   supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N]
                  [-listen HOST:PORT] [-steering auto|hash|round-robin] [-socket PATH]
-                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL] [-- COMMAND [ARGS...]]
+                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL]
+                 [-metrics HOST:PORT] [-dashboard HOST:PORT] [-allowed-hosts NAMES]
+                 [-upgrade-binary PATH] [-- COMMAND [ARGS...]]
                  (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
                  every app of it a cluster of its own)
   supervisor status [APP] [-json] [-socket PATH]
@@ -68,7 +71,8 @@ const usage = `usage:
   supervisor stop [APP] [-socket PATH]       (one app: the others serve on)
   supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
   supervisor upgrade [-binary PATH] [-socket PATH]
-                 (re-executes the supervisor in place, or kill -USR2: the workers serve on)
+                 (re-executes the supervisor in place, or kill -USR2: the workers serve on;
+                 PATH: the running one's own, or one run -upgrade-binary names)
   supervisor monit [-interval 1s] [-once] [-socket PATH]
   supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
                  (prints a systemd unit for this configuration, as pm2 startup)`

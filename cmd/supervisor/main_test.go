@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "nobody-listener": // another user's program where the supervisor should be (security_test.go)
 		nobodyListen()
+	case "control-client": // a worker's child that left its process group: see fakeWorker
+		callControl(os.Getenv("FAKE_CONTROL_SOCKET"), os.Getenv("FAKE_CONTROL_OUT"))
+		os.Exit(0)
 	case "background": // a fork-mode program: no socket, stops on SIGTERM
 		fmt.Println("background up, pid", os.Getpid())
 		sig := make(chan os.Signal, 1)
@@ -89,6 +92,9 @@ func fakeWorker() {
 	}
 	if ms, err := strconv.Atoi(os.Getenv("FAKE_READY_DELAY_MS")); err == nil {
 		time.Sleep(time.Duration(ms) * time.Millisecond) // a slow start (serving already)
+	}
+	if f := os.Getenv("FAKE_CONTROL_SOCKET_FILE"); f != "" {
+		go workerCallsControl(f) // what a compromised worker would try
 	}
 	mode, _ := os.ReadFile(os.Getenv("FAKE_MODE_FILE"))
 	if strings.TrimSpace(string(mode)) != "notready" {
@@ -297,6 +303,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	tests := []struct{ name, config, want string }{
 		{"instances", "instances: lots", "instances: \"lots\" is out of range"},
 		{"kill_timeout", "kill_timeout: 20m", "kill_timeout: 20m0s is out of range"},
+		{"duration", "instances: 2\nlisten_timeout: 3 seconds", `listen_timeout: "3 seconds" is not a duration (line 2): write a duration such as 5s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
 	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
 	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
+	var hosts allowedHosts
+	fs.Var(&hosts, "allowed-hosts", "comma-separated host names -metrics and -dashboard answer to besides IP addresses, localhost and their own -metrics/-dashboard host (others get 421: DNS rebinding)")
+	var upgradeTo upgradeBinaries
+	fs.Var(&upgradeTo, "upgrade-binary", "a binary other than this one's own path that `upgrade -binary PATH` may re-execute (absolute; repeat for more); "+
+		"either must be writable by nobody but its owner, this user or root")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -288,8 +293,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var wl *workerLogs
 	if *logDir != "" {
-		if err := os.MkdirAll(*logDir, 0o750); err != nil {
+		if err := os.MkdirAll(*logDir, 0o700); err != nil {
 			return fmt.Errorf("create log directory: %w", err)
+		}
+		if err := checkLogDir(*logDir); err != nil {
+			return err
 		}
 		wl = &workerLogs{dir: *logDir, rot: rot, log: log}
 		defer wl.Close()
@@ -333,13 +341,14 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	fb.commit()
 
 	stopReq := make(chan struct{}, 1)
-	up := &upgrader{fl: fl, log: log, defaultBinary: exe, req: make(chan string, 1)}
+	up := &upgrader{fl: fl, log: log, defaultBinary: exe, allowed: upgradeTo, req: make(chan string, 1)}
 	up.failed.Store(upgradeFailed)
 	if upgradeFailed != "" {
 		log.Error("upgrade failed: its new binary gave this one back, which serves on", zap.String("error", upgradeFailed))
 	}
 	reg := metricsRegistry(fl, log)
-	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq, up), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: controlHandler(fl, log, ring, reg, stopReq, up), ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: controlConnContext}
 	go srv.Serve(ctl)
 	defer srv.Close()
 	log.Info("control socket", zap.String("path", *socket))
@@ -350,13 +359,13 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		msrv := &http.Server{Handler: hostCheck("metrics", *metricsAddr, hosts, mux), ReadHeaderTimeout: 10 * time.Second}
 		go msrv.Serve(ml)
 		defer msrv.Close()
 		log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
 	}
 	if *dashboardAddr != "" {
-		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), fl, log)
+		stopDashboard, err := startDashboard(ctx, *dashboardAddr, ceilingDir(*dashboardCeiling), hosts, fl, log)
 		if err != nil {
 			return err
 		}
@@ -401,10 +410,10 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 					}
 				}()
 			case syscall.SIGUSR2: // nginx's, HAProxy's and gunicorn's signal for a new binary
-				if err := up.check(up.defaultBinary); err != nil {
+				if bin, err := up.check(up.defaultBinary); err != nil {
 					log.Error("upgrade on USR2 refused", zap.Error(err))
 				} else if up.busy.CompareAndSwap(false, true) {
-					go func() { up.req <- up.defaultBinary }()
+					go func() { up.req <- bin }()
 				}
 			case syscall.SIGUSR1:
 				if lf == nil && wl == nil && len(appFiles) == 0 {

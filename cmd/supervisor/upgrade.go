@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,54 +31,123 @@ import (
 type upgrader struct {
 	fl            *fleet
 	log           *zap.Logger
-	defaultBinary string      // the binary this supervisor was started from (its path, which a deploy replaces)
-	req           chan string // the binary to execute, handed to the main loop
-	busy          atomic.Bool // an upgrade was asked for and has not failed (success ends the image)
+	defaultBinary string // the binary this supervisor was started from (its path, which a deploy replaces)
+	// allowed are the other binaries an upgrade may execute (-upgrade-binary), absolute
+	// paths; defaultBinary always may.
+	allowed []string
+	req     chan string // the binary to execute, handed to the main loop
+	busy    atomic.Bool // an upgrade was asked for and has not failed (success ends the image)
 	// failed is the error (a string) of the upgrade whose new image gave this one back
 	// (fallback), shown in the status until the next upgrade.
 	failed atomic.Value
 }
 
-// check refuses an upgrade that would lose requests or end in a binary that cannot run:
-// every app's workers must be able to rejoin (cmd/worker's can; other programs die with
-// their supervisor), and the binary must be a supervisor that runs here.
-func (u *upgrader) check(bin string) error {
+// check refuses an upgrade that would lose requests, end in a binary that cannot run, or
+// hand the supervisor to whoever could write the binary: every app's workers must be able
+// to rejoin (cmd/worker's can; other programs die with their supervisor), the binary must
+// be this supervisor's own path or one named by -upgrade-binary, nobody but its owner (this
+// supervisor's user or root) may write it or its directory (checkUpgradeFile), and it must
+// be a supervisor that runs here. It returns the path to execute: bin with every symbolic
+// link resolved, once, so that what was checked is what runs.
+func (u *upgrader) check(bin string) (string, error) {
 	for _, a := range u.fl.apps {
 		if a.current() == nil {
 			continue
 		}
 		if err := a.current().CanRejoin(); err != nil || a.cfg.Fork() {
-			return fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (%v; cmd/worker's can): stop and run the new binary instead",
+			return "", fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (%v; cmd/worker's can): stop and run the new binary instead",
 				a.name, a.cfg.Command[0], err)
 		}
 	}
 	if !filepath.IsAbs(bin) {
-		return fmt.Errorf("binary %q: want an absolute path", bin)
+		return "", fmt.Errorf("binary %q: want an absolute path", bin)
 	}
-	fi, err := os.Stat(bin)
+	real, err := filepath.EvalSymlinks(bin)
 	if err != nil {
-		return fmt.Errorf("%w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is bin's, not the component's that failed
+		}
+		return "", fmt.Errorf("%s: %w", bin, err)
 	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", bin)
+	if !u.mayRun(real) {
+		return "", fmt.Errorf("binary %s: an upgrade re-executes this supervisor's own binary (%s), or one that its command line names: "+
+			"start it with -upgrade-binary %s to allow this one", bin, u.defaultBinary, bin)
+	}
+	if err := checkUpgradeFile(real); err != nil {
+		return "", err
 	}
 	// A binary that cannot even print its usage would leave the workers waiting for a
 	// supervisor that never comes.
-	out, err := runFor(5*time.Second, bin, "-h")
+	out, err := runFor(5*time.Second, real, "-h")
 	if err != nil {
-		return fmt.Errorf("%s -h: %w (%s)", bin, err, out)
+		return "", fmt.Errorf("%s -h: %w (%s)", bin, err, out)
 	}
 	if !bytes.Contains(out, []byte("supervisor run")) {
-		return fmt.Errorf("%s -h does not print the supervisor's usage: not a supervisor binary", bin)
+		return "", fmt.Errorf("%s -h does not print the supervisor's usage: not a supervisor binary", bin)
 	}
 	// The new binary judges this very command line and configuration (run -check): one
 	// that cannot take them, or hangs on them, is refused while nothing is given up yet.
 	if len(os.Args) < 2 || os.Args[1] != "run" {
-		return errors.New("this supervisor was not started as `supervisor run ...`: its command line cannot be given to the new binary")
+		return "", errors.New("this supervisor was not started as `supervisor run ...`: its command line cannot be given to the new binary")
 	}
-	if out, err := runFor(10*time.Second, bin, append([]string{"run", "-check"}, os.Args[2:]...)...); err != nil {
-		return fmt.Errorf("%s run -check with this supervisor's arguments: %w (%s)", bin, err, out)
+	if out, err := runFor(10*time.Second, real, append([]string{"run", "-check"}, os.Args[2:]...)...); err != nil {
+		return "", fmt.Errorf("%s run -check with this supervisor's arguments: %w (%s)", bin, err, out)
 	}
+	return real, nil
+}
+
+// mayRun says whether real (a path without symbolic links) is this supervisor's own binary
+// or one of -upgrade-binary's, each resolved now: a link among them may point elsewhere
+// since the start (a deploy's "current" link), as long as the file it names passes the
+// same checks.
+func (u *upgrader) mayRun(real string) bool {
+	for _, p := range append([]string{u.defaultBinary}, u.allowed...) {
+		if r, err := filepath.EvalSymlinks(p); err == nil && r == real {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUpgradeFile refuses a binary (a path without symbolic links) that is not an
+// executable file, or that someone other than this supervisor's user and root could have
+// written, through the file or its directory (a rename over it): the upgrade runs it as the
+// supervisor, with its capabilities (CAP_BPF under systemd).
+func checkUpgradeFile(path string) error {
+	euid := uint32(os.Geteuid())
+	for _, p := range []string{path, filepath.Dir(path)} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: cannot read its owner", p)
+		}
+		if p == path && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
+			return fmt.Errorf("%s is not an executable file", path)
+		}
+		if st.Uid != euid && st.Uid != 0 {
+			return fmt.Errorf("%s is owned by uid %d, neither this supervisor's user (%d) nor root: whoever owns it could replace the supervisor; chown it", p, st.Uid, euid)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("%s is writable by its group or by others (mode %v): whoever can write it could replace the supervisor; chmod go-w %s", p, fi.Mode().Perm(), p)
+		}
+	}
+	return nil
+}
+
+// upgradeBinaries is -upgrade-binary, given once per binary.
+type upgradeBinaries []string
+
+func (l *upgradeBinaries) String() string { return strings.Join(*l, ",") }
+
+func (l *upgradeBinaries) Set(v string) error {
+	if !filepath.IsAbs(v) {
+		return fmt.Errorf("%q: want an absolute path (the supervisor's directory may not be the one it runs in)", v)
+	}
+	*l = append(*l, filepath.Clean(v))
 	return nil
 }
 

@@ -324,6 +324,12 @@ func ParseConfig(r io.Reader) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) == nil {
+			if named := nameField(&doc, err); named != err {
+				return Config{}, named
+			}
+		}
 		return Config{}, fmt.Errorf("decode config: %w", err)
 	}
 	if err := c.Validate(); err != nil {
@@ -379,27 +385,71 @@ func (n *Instances) UnmarshalYAML(v *yaml.Node) error {
 // an integer number of milliseconds.
 type Duration time.Duration
 
+// durationFix is what every duration error tells to write instead.
+const durationFix = "write a duration such as 5s, 1.5s or 500ms, or a number of milliseconds (1500), as PM2 takes"
+
 // UnmarshalYAML accepts "1.6s" or 1600 (milliseconds).
 func (d *Duration) UnmarshalYAML(v *yaml.Node) error {
+	bad := func(msg string) error { return &valueError{line: v.Line, col: v.Column, msg: msg, fix: durationFix} }
 	if v.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 1.6s or milliseconds", v.Line)
+		return bad("not a duration")
 	}
 	if ms, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
 		if ms < 0 || ms > int64(24*time.Hour/time.Millisecond) {
-			return fmt.Errorf("line %d: %d ms is out of range", v.Line, ms)
+			return bad(fmt.Sprintf("%d ms is out of range: want 0 to %d (24h)", ms, int64(24*time.Hour/time.Millisecond)))
 		}
 		*d = Duration(time.Duration(ms) * time.Millisecond)
 		return nil
 	}
 	p, err := time.ParseDuration(v.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 1.6s or milliseconds", v.Line, v.Value)
+		return bad(fmt.Sprintf("%q is not a duration", v.Value))
 	}
 	if p < 0 {
-		return fmt.Errorf("line %d: %v is negative", v.Line, p)
+		return bad(fmt.Sprintf("%v is negative", p))
 	}
 	*d = Duration(p)
 	return nil
+}
+
+// valueError is a value's error from its own UnmarshalYAML, which sees the value but not
+// the field it was given for; nameField puts the field's name in front, as every other
+// config error has it.
+type valueError struct {
+	line, col int
+	msg, fix  string
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %s: %s", e.line, e.msg, e.fix) }
+
+// nameField returns err with the field named, when it is a valueError of a value of doc's
+// (a mapping, or a document of one, at any depth): "kill_timeout: "soon" is not a duration
+// (line 3): write ...". Any other error is returned as it is.
+func nameField(doc *yaml.Node, err error) error {
+	var ve *valueError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	var find func(n *yaml.Node) string
+	find = func(n *yaml.Node) string {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if v := n.Content[i+1]; v.Line == ve.line && v.Column == ve.col {
+					return n.Content[i].Value
+				}
+			}
+		}
+		for _, c := range n.Content {
+			if k := find(c); k != "" {
+				return k
+			}
+		}
+		return ""
+	}
+	if key := find(doc); key != "" {
+		return fmt.Errorf("%s: %s (line %d): %s", key, ve.msg, ve.line, ve.fix)
+	}
+	return err
 }
 
 // D returns the value as a time.Duration.

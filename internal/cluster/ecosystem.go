@@ -290,7 +290,7 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	put("command", &cmdNode)
 	var c Config
 	if err := ours.Decode(&c); err != nil {
-		return App{}, false, fmt.Errorf("%s: %w", at, err)
+		return App{}, false, fmt.Errorf("%s: %w", at, nameField(ours, err))
 	}
 	if err := c.Validate(); err != nil {
 		return App{}, false, fmt.Errorf("%s: %w", at, err)

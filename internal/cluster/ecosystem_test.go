@@ -69,6 +69,7 @@ func TestParseEcosystem(t *testing.T) {
 		{"unsupported field", `{"apps":[{"script":"a.js","cron_restart":"0 * * * *"}]}`, "", "apps[0].cron_restart: not supported by this supervisor (supported: args, cwd,", nil},
 		{"two apps of one name", `{"apps":[{"script":"a.js"},{"script":"lib/a.mjs"}]}`, "", `apps[1].name: "a" is apps[0]'s name too`, nil},
 		{"no apps", `{"apps":[]}`, "", "no app given", nil},
+		{"bad duration", "{\"apps\":[{\"script\":\"a.js\",\n\"kill_timeout\":\"soon\"}]}", "", `apps[0]: kill_timeout: "soon" is not a duration (line 2): write a duration such as 5s`, nil},
 		{"exec_mode unknown", `{"apps":[{"script":"a.js","exec_mode":"thread"}]}`, "", `apps[0].exec_mode: "thread": want cluster`, nil},
 		{"name a number", `{"apps":[{"name":"7","script":"a.js"}]}`, "", `apps[0].name: "7": a name may not be a number`, nil},
 		{"name with a slash", `{"apps":[{"name":"a/b","script":"a.js"}]}`, "", `apps[0].name: "a/b": want letters`, nil},

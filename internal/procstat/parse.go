@@ -15,6 +15,7 @@ import (
 type procStat struct {
 	pid       int
 	ppid      int
+	pgrp      int // process group: a worker's own pid, and its children's unless they left it
 	state     byte
 	utime     uint64 // user time of the process itself
 	stime     uint64 // kernel time of the process itself
@@ -61,7 +62,7 @@ func parseStat(b []byte) (procStat, error) {
 				return st, errStat
 			}
 			st.state = tok[0]
-		} else if n == 1 || n >= 11 {
+		} else if n == 1 || n == 2 || n >= 11 {
 			// Only the fields used are converted; others may be negative (priority, nice).
 			v, ok := parseUint(tok)
 			if !ok && n == 1 {
@@ -76,7 +77,7 @@ func parseStat(b []byte) (procStat, error) {
 	if n < 20 {
 		return st, errStat
 	}
-	st.ppid = int(field[1])
+	st.ppid, st.pgrp = int(field[1]), int(field[2])
 	st.utime, st.stime, st.cutime, st.cstime = field[11], field[12], field[13], field[14]
 	st.starttime = field[19]
 	return st, nil

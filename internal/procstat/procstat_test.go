@@ -480,11 +480,11 @@ func TestParseStat(t *testing.T) {
 		wantErr bool
 	}{
 		{"plain", "42 (worker) S 7 42 42 0 -1 0 0 0 0 0 11 12 13 14 20 0 1 0 99 0 0",
-			procStat{pid: 42, ppid: 7, state: 'S', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
+			procStat{pid: 42, ppid: 7, pgrp: 42, state: 'S', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
 		{"comm with spaces and parens", "42 (a) b (c)) R 7 42 42 0 -1 0 0 0 0 0 11 12 13 14 20 0 1 0 99 0 0",
-			procStat{pid: 42, ppid: 7, state: 'R', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
+			procStat{pid: 42, ppid: 7, pgrp: 42, state: 'R', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
 		{"negative priority", "42 (w) S 7 42 42 0 -1 0 0 0 0 0 11 12 13 14 -2 -20 1 0 99 0 0",
-			procStat{pid: 42, ppid: 7, state: 'S', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
+			procStat{pid: 42, ppid: 7, pgrp: 42, state: 'S', utime: 11, stime: 12, cutime: 13, cstime: 14, starttime: 99}, false},
 		{"truncated", "42 (w) S 7 42 42", procStat{}, true},
 		{"no comm", "42 w S 7 42 42 0 -1 0 0 0 0 0 11 12 13 14 20 0 1 0 99 0 0", procStat{}, true},
 		{"bad pid", "x (w) S 7 42 42 0 -1 0 0 0 0 0 11 12 13 14 20 0 1 0 99 0 0", procStat{}, true},
@@ -517,7 +517,7 @@ func FuzzParseStat(f *testing.F) {
 		}
 		line := fmt.Sprintf("123 (%s) S %d 1 1 0 -1 0 0 0 0 0 %d %d %d %d 20 0 1 0 %d 0 0\n", comm, ppid, u, s, cu, cs, start)
 		got, err := parseStat([]byte(line))
-		want := procStat{pid: 123, ppid: ppid, state: 'S', utime: u, stime: s, cutime: cu, cstime: cs, starttime: start}
+		want := procStat{pid: 123, ppid: ppid, pgrp: 1, state: 'S', utime: u, stime: s, cutime: cu, cstime: cs, starttime: start}
 		if err != nil || got != want {
 			t.Fatalf("parseStat(%q) = %+v, %v; want %+v", line, got, err, want)
 		}
