@@ -72,6 +72,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
 	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
 		"bytes of the database read through mmap where no other connection's commits reach the reads (the write owner); 0: none, pread only (env SQLITE_MMAP_SIZE)")
+	fs.StringVar(&c.store.Synchronous, "synchronous", envOr(getenv, "SYNCHRONOUS", feed.SyncNormal),
+		"normal: a write is answered once committed to the WAL, durable against a crash of the process but not a power cut or kernel panic before the next checkpoint; full: the WAL is also synced at every (group) commit, durable against those too (env SYNCHRONOUS; docs/reliability.md)")
 	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +84,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
 		return c, fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)
+	}
+	if c.store.Synchronous = strings.ToLower(c.store.Synchronous); c.store.Synchronous != feed.SyncNormal && c.store.Synchronous != feed.SyncFull {
+		return c, fmt.Errorf("SYNCHRONOUS (-synchronous) %q: want %s (durable against a crash of the process; the default) or %s (also against a power cut: one fsync per group commit)",
+			c.store.Synchronous, feed.SyncNormal, feed.SyncFull)
 	}
 	for _, d := range []struct {
 		name, flag, val string
@@ -250,7 +256,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("inherited", cfg.inherited),
 		zap.String("transport", cfg.transport),
-		zap.String("db", cfg.db))
+		zap.String("db", cfg.db), zap.String("synchronous", cfg.store.Synchronous))
 
 	ipcDone := make(chan struct{})
 	if sup != nil {
