@@ -47,6 +47,9 @@ type serveConfig struct {
 	adoptWait time.Duration
 	// store holds the database settings of the flags below (writes, commit window, ...).
 	store feed.Options
+	// challengeSecret accepts the challenge's published secret on any address (the
+	// challenge's official checks); without it that secret is refused off loopback.
+	challengeSecret bool
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -62,6 +65,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
 	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
 		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
+	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
+		"this is the challenge: accept its published JWT secret ("+DefaultSecret+") on a non-loopback address, where anyone who reaches the port could sign tokens with it (env ALLOW_CHALLENGE_SECRET=1)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
@@ -76,6 +81,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"normal: a write is answered once committed to the WAL, durable against a crash of the process but not a power cut or kernel panic before the next checkpoint; full: the WAL is also synced at every (group) commit, durable against those too (env SYNCHRONOUS; docs/reliability.md)")
 	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
+	if v := getenv("ALLOW_CHALLENGE_SECRET"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("ALLOW_CHALLENGE_SECRET %q: want 1 or 0 (true or false)", v)
+		}
+		c.challengeSecret = b // the flag, parsed next, wins
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -229,6 +241,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ln, err := listen(cfg)
 	if err != nil {
+		return err
+	}
+	// Checked on the socket itself, bound or inherited: its address, not HOST, says who can
+	// reach it.
+	if err := checkSecret(cfg.secret, cfg.challengeSecret, ln.Addr(), log); err != nil {
+		ln.Close()
 		return err
 	}
 	srv := &http1.Server{
@@ -424,6 +442,50 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// minSecretLen is the least secret length that draws no warning: HS256's key is as strong as
+// its secret, and RFC 7518 (3.2) asks for a key at least as long as the hash, 32 bytes.
+const minSecretLen = 32
+
+// checkSecret refuses the challenge's published secret on a socket that other hosts may
+// reach, unless allowPublic (-challenge-secret) says this is the challenge: with it, anyone
+// who reaches the port signs tokens and posts and likes as any user. On loopback (and a unix
+// socket) only this host's processes can connect, so the benchmarks and tests keep it. A
+// secret of our own shorter than minSecretLen is served with a warning.
+func checkSecret(secret string, allowPublic bool, addr net.Addr, log *zap.Logger) error {
+	if secret != DefaultSecret {
+		if len(secret) < minSecretLen {
+			log.Warn("JWT_SECRET is short: an HS256 secret should hold at least 32 random bytes (`make run` makes one in data/jwt_secret)",
+				zap.Int("bytes", len(secret)))
+		}
+		return nil
+	}
+	switch {
+	case allowPublic:
+		log.Info("serving with the challenge's published JWT secret (-challenge-secret)", zap.String("addr", addr.String()))
+		return nil
+	case localOnly(addr):
+		log.Warn("JWT_SECRET is the challenge's published secret: accepted on loopback only (anyone can sign tokens with it)",
+			zap.String("addr", addr.String()))
+		return nil
+	}
+	return fmt.Errorf("JWT_SECRET is the challenge's published secret (%s) and the worker listens on %s, which other hosts may reach: "+
+		"anyone could sign tokens and post and like as any user. Set JWT_SECRET (or JWT_SECRET_FILE) to a secret of your own "+
+		"(`make run` makes one in data/jwt_secret; or: head -c 32 /dev/urandom | base64), listen on 127.0.0.1, "+
+		"or pass -challenge-secret (env ALLOW_CHALLENGE_SECRET=1) if this is the challenge's official check", DefaultSecret, addr)
+}
+
+// localOnly reports whether only this host's processes can connect to addr: a loopback
+// address or a unix socket. The unspecified address (0.0.0.0, ::) is every interface.
+func localOnly(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
 }
 
 // readSecret returns the HS256 secret: JWT_SECRET, or the contents of the file
