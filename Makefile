@@ -7,11 +7,17 @@ DB      ?= $(DATA)/feed.db
 TOKENS  := $(DATA)/tokens.json
 HOST    ?= 127.0.0.1
 PORT    ?= 3000
-JWT_SECRET ?= twelve-dollar-challenge
+# The workers' HS256 secret: JWT_SECRET=... when given, else data/jwt_secret, 32 random bytes
+# (hex) made on first use, mode 0600, which also signs data/tokens.json. Never the
+# challenge's published secret: with HOST=0.0.0.0 anyone could sign tokens with it (the
+# worker refuses it off loopback; docs/reliability.md, "Security").
+JWT_SECRET ?=
+SECRET_FILE := $(DATA)/jwt_secret
+SECRET_ENV   = $(if $(JWT_SECRET),JWT_SECRET=$(JWT_SECRET),JWT_SECRET_FILE=$(SECRET_FILE))
 # Tests build the seed once per generator version into this cache and copy it per test.
 export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 
-.PHONY: all build run run-worker seed reset-db test test-short seed-cache bench bench-feed fuzz vet clean
+.PHONY: all build run run-worker seed reset-db FORCE test test-short seed-cache bench bench-feed fuzz vet clean
 .PHONY: nginx nginx-stop nginx-fd-demo bench-workloads
 .PHONY: ceiling ceiling-quick challenge challenge-quick
 .PHONY: reliability
@@ -22,18 +28,19 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon ./bench/clientloops
 
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
-# itself), build, and run the cluster: one worker per CPU this process may use (the cgroup's
-# limit), all on HOST:PORT, supervised (configs/cluster.yaml; INSTANCES overrides).
+# itself), a secret if missing (data/jwt_secret) and the tokens it signs, build, and run the cluster: one worker
+# per CPU this process may use (the cgroup's limit), all on HOST:PORT, supervised
+# (configs/cluster.yaml; INSTANCES overrides).
 # SUPERVISOR_FLAGS: more `supervisor run` flags (-dashboard 127.0.0.1:8090, -metrics ..., -log-dir ...).
 INSTANCES ?= max
 SUPERVISOR_FLAGS ?=
 run: build $(DB) $(TOKENS)
-	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) $(BIN)/supervisor run -config configs/cluster.yaml \
+	SQLITE_PATH=$(DB) $(SECRET_ENV) $(BIN)/supervisor run -config configs/cluster.yaml \
 		-instances $(INSTANCES) -listen $(HOST):$(PORT) $(SUPERVISOR_FLAGS)
 
 # run-worker: one worker alone, binding HOST:PORT itself with SO_REUSEPORT.
-run-worker: build $(DB)
-	SQLITE_PATH=$(DB) JWT_SECRET=$(JWT_SECRET) HOST=$(HOST) PORT=$(PORT) $(BIN)/worker
+run-worker: build $(DB) $(TOKENS)
+	SQLITE_PATH=$(DB) $(SECRET_ENV) HOST=$(HOST) PORT=$(PORT) $(BIN)/worker
 
 seed: $(SEED) $(TOKENS)
 
@@ -41,9 +48,18 @@ $(SEED): | build
 	@mkdir -p $(DATA)
 	$(BIN)/worker seed -db $(SEED)
 
-$(TOKENS): | build
+# The tokens are signed again on every run (20,000 signatures: 0.1 s), so they always match
+# the secret the workers get, the file's or JWT_SECRET's.
+$(TOKENS): FORCE $(if $(JWT_SECRET),,$(SECRET_FILE)) | build
 	@mkdir -p $(DATA)
-	JWT_SECRET=$(JWT_SECRET) $(BIN)/worker seed -db $(SEED) -tokens $(TOKENS)
+	$(SECRET_ENV) $(BIN)/worker seed -db $(SEED) -tokens $(TOKENS)
+
+$(SECRET_FILE):
+	@mkdir -p $(DATA)
+	@umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' > $@.new && mv $@.new $@
+	@echo "made a random JWT secret in $@ (mode 0600); JWT_SECRET=... overrides it"
+
+FORCE:
 
 $(DB): $(SEED)
 	cp $(SEED) $(DB)
@@ -159,6 +175,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSplit$$' -fuzztime 30s ./internal/http1/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/httpframe/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseList$$' -fuzztime 30s ./internal/srcaddr/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHosts$$' -fuzztime 10s ./internal/loadhosts/
 	$(GO) test -run '^$$' -fuzz '^FuzzCountPairs$$' -fuzztime 30s ./internal/procstat/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSockstat$$' -fuzztime 30s ./internal/procstat/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoute$$' -fuzztime 60s ./internal/feed/

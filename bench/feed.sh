@@ -26,7 +26,8 @@ PEER_DIR=${PEER_DIR:-../shared/peers/node-feed}
 TARGETS=${TARGETS:-"feed post health mix"}
 SERVERS=${SERVERS:-"go node"}
 OUT=${OUT:-/dev/stdout}
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+# The secret that signed data/tokens.json (`make seed` makes data/jwt_secret), else the challenge's.
+export JWT_SECRET=${JWT_SECRET:-$(cat data/jwt_secret 2>/dev/null || echo twelve-dollar-challenge)}
 export TOKENS=${TOKENS:-data/tokens.json}
 TICK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)

@@ -24,7 +24,8 @@ MEASURE=${MEASURE:-15}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PORT=${PORT:-3499}
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+# The secret that signed data/tokens.json (`make seed` makes data/jwt_secret), else the challenge's.
+export JWT_SECRET=${JWT_SECRET:-$(cat data/jwt_secret 2>/dev/null || echo twelve-dollar-challenge)}
 TICK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT

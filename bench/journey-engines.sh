@@ -30,7 +30,8 @@ SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PORT=${PORT:-38200}
 GEN_PREFIX=${GEN_PREFIX:-}
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+# The secret that signed data/tokens.json (`make seed` makes data/jwt_secret), else the challenge's.
+export JWT_SECRET=${JWT_SECRET:-$(cat data/jwt_secret 2>/dev/null || echo twelve-dollar-challenge)}
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 

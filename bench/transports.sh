@@ -33,7 +33,8 @@ PORT=${PORT:-3498}
 TRANSPORTS=${TRANSPORTS:-"goroutine loop"}
 JOURNEY=${JOURNEY:-1} # 0: skip the journey rows
 MEASURES=${MEASURES:-"idle health patch"} # the per-round measures, in this order
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+# The secret that signed data/tokens.json (`make seed` makes data/jwt_secret), else the challenge's.
+export JWT_SECRET=${JWT_SECRET:-$(cat data/jwt_secret 2>/dev/null || echo twelve-dollar-challenge)}
 TICK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -36,7 +36,8 @@ LOAD_CPUS=${LOAD_CPUS:-}
 WRK=${WRK:-wrk}
 PORT=${PORT:-3710}
 SEED=${SEED:-data/seed.db}
-export JWT_SECRET=${JWT_SECRET:-twelve-dollar-challenge}
+# The secret that signed data/tokens.json (`make seed` makes data/jwt_secret), else the challenge's.
+export JWT_SECRET=${JWT_SECRET:-$(cat data/jwt_secret 2>/dev/null || echo twelve-dollar-challenge)}
 export TOKENS=${TOKENS:-data/tokens.json}
 TICK=$(getconf CLK_TCK)
 WORK=$(mktemp -d)

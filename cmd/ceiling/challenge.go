@@ -69,7 +69,7 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&c.autocannon, "autocannon", sibling("autocannon", "bin/autocannon"), "autocannon binary (the generator)")
 	fs.StringVar(&c.seed, "seed", "data/seed.db", "seed database; each server gets a fresh copy")
 	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "the users' tokens (worker seed -tokens)")
-	fs.StringVar(&c.secret, "jwt-secret", envOr(getenv, "JWT_SECRET", "twelve-dollar-challenge"), "HS256 secret (env JWT_SECRET)")
+	fs.StringVar(&c.secret, "jwt-secret", getenv("JWT_SECRET"), secretUsage)
 	fs.StringVar(&c.peerFeed, "peer-feed", getenv("PEER_FEED"), "a node-feed peer directory with node_modules: scored after ours in the same run (env PEER_FEED)")
 	fs.StringVar(&c.node, "node", "node", "node binary (the peer)")
 	fs.StringVar(&c.out, "out", "", "also write the scores as JSON to this file")
@@ -99,6 +99,7 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 		c.search.Warmup = -1 // journey.SearchConfig: negative is none
 	}
 	c.search.Run.TimeScale = c.timeScale
+	c.secret = orDefaultSecret(c.secret)
 	for _, f := range []string{c.seed, c.tokens} {
 		if _, err := os.Stat(f); err != nil {
 			return c, fmt.Errorf("challenge: %w (make seed writes it)", err)
@@ -155,7 +156,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		if err != nil {
 			return 0, "", nil, err
 		}
-		env := []string{"SQLITE_PATH=" + db, "JWT_SECRET=" + c.secret, "LOG_LEVEL=warn"}
+		env := append([]string{"SQLITE_PATH=" + db, "LOG_LEVEL=warn"}, secretEnv(c.secret)...)
 		argv := []string{c.worker}
 		env = append(env, "HOST="+c.hosts.serverHost, "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
 		if c.instances > 0 {

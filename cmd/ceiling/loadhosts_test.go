@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,5 +144,19 @@ func TestSweepLoadHosts(t *testing.T) {
 	// The server's CPU is still measured here.
 	if r.ServerCPUUsPerReq <= 0 || r.ServerBusyCores <= 0 {
 		t.Errorf("server CPU %.2f cores, %.1f us/req: want it measured", r.ServerBusyCores, r.ServerCPUUsPerReq)
+	}
+}
+
+// TestLoadHostsFlagRefusesOptions: a -load-hosts value that ssh would take for an option
+// (-oProxyCommand=... runs a command on this machine) fails the flag, naming it.
+func TestLoadHostsFlagRefusesOptions(t *testing.T) {
+	for _, v := range []string{"-oProxyCommand=touch${IFS}x", "root@10.0.0.2,-F/dev/null", "-x@h"} {
+		fs := flag.NewFlagSet("challenge", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		addLoadHostFlags(fs, "bin/autocannon is")
+		err := fs.Parse([]string{"-load-hosts", v})
+		if err == nil || !strings.Contains(err.Error(), "-load-hosts") || !strings.Contains(err.Error(), "may not begin with '-'") {
+			t.Errorf("-load-hosts %q: %v; want an error naming the flag and the leading '-'", v, err)
+		}
 	}
 }

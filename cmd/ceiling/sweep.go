@@ -49,7 +49,7 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.seed, "seed", "data/seed.db", "seed database (generated into the scratch directory when missing)")
 	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "token file for the mix (written into the scratch directory when missing)")
 	fs.StringVar(&c.mixScript, "mix-script", "bench/mix.lua", "wrk script of the challenge mix")
-	fs.StringVar(&c.secret, "jwt-secret", envOr(getenv, "JWT_SECRET", "twelve-dollar-challenge"), "HS256 secret (env JWT_SECRET)")
+	fs.StringVar(&c.secret, "jwt-secret", getenv("JWT_SECRET"), secretUsage)
 	fs.StringVar(&c.workloads, "workloads", defWorkloads, "workloads to run: mix, feed, heavy, hello, static")
 	fs.StringVar(&c.genCPUs, "gen-cpus", "", "the generator's cores (default: those the server does not use, else all)")
 	fs.DurationVar(&c.d, "d", 3*time.Second, "measured duration per run (whole seconds)")
@@ -62,6 +62,40 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch directory (server logs)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "debug, info, warn or error")
 	return c
+}
+
+// publicSecret is the challenge's JWT secret, published with it: the workers accept it on
+// a non-loopback -server-host only when told this is the challenge (ALLOW_CHALLENGE_SECRET).
+const publicSecret = "twelve-dollar-challenge"
+
+// secretFile holds the secret `make run` and `make seed` made, which signed data/tokens.json.
+const secretFile = "data/jwt_secret"
+
+const secretUsage = "HS256 secret (env JWT_SECRET; default: the one in " + secretFile + " when it exists, which signed data/tokens.json, else the challenge's " + publicSecret + ")"
+
+// orDefaultSecret is -jwt-secret when given, else the secret in secretFile, else the
+// challenge's. Resolved after parsing, so -h never prints a secret.
+func orDefaultSecret(secret string) string {
+	if secret != "" {
+		return secret
+	}
+	if b, err := os.ReadFile(secretFile); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s
+		}
+	}
+	return publicSecret
+}
+
+// secretEnv is the environment that lets a worker serve secret: with the public one it
+// may listen on a non-loopback -server-host (the load hosts reach it there), as in the
+// challenge's own checks.
+func secretEnv(secret string) []string {
+	env := []string{"JWT_SECRET=" + secret}
+	if secret == publicSecret {
+		env = append(env, "ALLOW_CHALLENGE_SECRET=1")
+	}
+	return env
 }
 
 func envOr(getenv func(string) string, k, d string) string {
@@ -141,6 +175,7 @@ type prepared struct {
 // prepare makes the scratch directory, finds or generates the seed and tokens, and opens
 // the results files under out/sub.
 func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdout, stderr io.Writer) (*prepared, error) {
+	c.secret = orDefaultSecret(c.secret)
 	p := &prepared{cleanup: func() {}}
 	work := c.work
 	if work == "" {
@@ -219,6 +254,9 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 	}
 	if c.warmup == 0 {
 		p.cfg.Warmup = -1
+	}
+	if c.secret == publicSecret {
+		p.cfg.Environ = append(os.Environ(), "ALLOW_CHALLENGE_SECRET=1") // secretEnv's, for every server
 	}
 	return p, nil
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/onehost/onehost/internal/seed"
 )
 
-// DefaultSecret is the challenge's JWT secret, used by `worker seed -tokens` when
-// JWT_SECRET is unset (the server itself refuses to start without one).
+// DefaultSecret is the challenge's JWT secret, published with it: used by `worker seed
+// -tokens` when neither JWT_SECRET nor JWT_SECRET_FILE is set (the server itself refuses to
+// start without a secret, and refuses this one off loopback: checkSecret).
 const DefaultSecret = "twelve-dollar-challenge"
 
 func runSeed(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -59,7 +60,10 @@ func runSeed(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintln(stdout, "content hash ok:", seed.ExpectedHash)
 	}
 	if *tokens != "" {
-		secret := getenv("JWT_SECRET")
+		secret, err := readSecret(getenv)
+		if err != nil {
+			return err
+		}
 		if secret == "" {
 			secret = DefaultSecret
 		}
@@ -72,7 +76,8 @@ func runSeed(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func writeTokens(path string, secret []byte, n int) error {
-	f, err := os.Create(path)
+	// 0600: every token in it posts and likes as its user.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("create token file: %w", err)
 	}

@@ -47,6 +47,9 @@ type serveConfig struct {
 	adoptWait time.Duration
 	// store holds the database settings of the flags below (writes, commit window, ...).
 	store feed.Options
+	// challengeSecret accepts the challenge's published secret on any address (the
+	// challenge's official checks); without it that secret is refused off loopback.
+	challengeSecret bool
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -62,6 +65,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
 	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
 		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
+	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
+		"this is the challenge: accept its published JWT secret ("+DefaultSecret+") on a non-loopback address, where anyone who reaches the port could sign tokens with it (env ALLOW_CHALLENGE_SECRET=1)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
@@ -74,8 +79,17 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
 	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
 		"bytes of the database read through mmap where no other connection's commits reach the reads (the write owner); 0: none, pread only (env SQLITE_MMAP_SIZE)")
+	fs.StringVar(&c.store.Synchronous, "synchronous", envOr(getenv, "SYNCHRONOUS", feed.SyncNormal),
+		"normal: a write is answered once committed to the WAL, durable against a crash of the process but not a power cut or kernel panic before the next checkpoint; full: the WAL is also synced at every (group) commit, durable against those too (env SYNCHRONOUS; docs/reliability.md)")
 	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
+	if v := getenv("ALLOW_CHALLENGE_SECRET"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("ALLOW_CHALLENGE_SECRET %q: want 1 or 0 (true or false)", v)
+		}
+		c.challengeSecret = b // the flag, parsed next, wins
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -84,6 +98,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
 		return c, fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)
+	}
+	if c.store.Synchronous = strings.ToLower(c.store.Synchronous); c.store.Synchronous != feed.SyncNormal && c.store.Synchronous != feed.SyncFull {
+		return c, fmt.Errorf("SYNCHRONOUS (-synchronous) %q: want %s (durable against a crash of the process; the default) or %s (also against a power cut: one fsync per group commit)",
+			c.store.Synchronous, feed.SyncNormal, feed.SyncFull)
 	}
 	for _, d := range []struct {
 		name, flag, val string
@@ -232,6 +250,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	// Checked on the socket itself, bound or inherited: its address, not HOST, says who can
+	// reach it.
+	if err := checkSecret(cfg.secret, cfg.challengeSecret, ln.Addr(), log); err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http1.Server{
 		Handler:   handler,
 		Logger:    log,
@@ -257,7 +281,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("inherited", cfg.inherited),
 		zap.String("transport", cfg.transport),
-		zap.String("db", cfg.db))
+		zap.String("db", cfg.db), zap.String("synchronous", cfg.store.Synchronous))
 
 	ipcDone := make(chan struct{})
 	if sup != nil {
@@ -431,6 +455,50 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// minSecretLen is the least secret length that draws no warning: HS256's key is as strong as
+// its secret, and RFC 7518 (3.2) asks for a key at least as long as the hash, 32 bytes.
+const minSecretLen = 32
+
+// checkSecret refuses the challenge's published secret on a socket that other hosts may
+// reach, unless allowPublic (-challenge-secret) says this is the challenge: with it, anyone
+// who reaches the port signs tokens and posts and likes as any user. On loopback (and a unix
+// socket) only this host's processes can connect, so the benchmarks and tests keep it. A
+// secret of our own shorter than minSecretLen is served with a warning.
+func checkSecret(secret string, allowPublic bool, addr net.Addr, log *zap.Logger) error {
+	if secret != DefaultSecret {
+		if len(secret) < minSecretLen {
+			log.Warn("JWT_SECRET is short: an HS256 secret should hold at least 32 random bytes (`make run` makes one in data/jwt_secret)",
+				zap.Int("bytes", len(secret)))
+		}
+		return nil
+	}
+	switch {
+	case allowPublic:
+		log.Info("serving with the challenge's published JWT secret (-challenge-secret)", zap.String("addr", addr.String()))
+		return nil
+	case localOnly(addr):
+		log.Warn("JWT_SECRET is the challenge's published secret: accepted on loopback only (anyone can sign tokens with it)",
+			zap.String("addr", addr.String()))
+		return nil
+	}
+	return fmt.Errorf("JWT_SECRET is the challenge's published secret (%s) and the worker listens on %s, which other hosts may reach: "+
+		"anyone could sign tokens and post and like as any user. Set JWT_SECRET (or JWT_SECRET_FILE) to a secret of your own "+
+		"(`make run` makes one in data/jwt_secret; or: head -c 32 /dev/urandom | base64), listen on 127.0.0.1, "+
+		"or pass -challenge-secret (env ALLOW_CHALLENGE_SECRET=1) if this is the challenge's official check", DefaultSecret, addr)
+}
+
+// localOnly reports whether only this host's processes can connect to addr: a loopback
+// address or a unix socket. The unspecified address (0.0.0.0, ::) is every interface.
+func localOnly(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
 }
 
 // readSecret returns the HS256 secret: JWT_SECRET, or the contents of the file

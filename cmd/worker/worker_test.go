@@ -70,6 +70,8 @@ func TestRefusesBadConfig(t *testing.T) {
 		{"not a database", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x"}, "not.db"},
 		{"bad port", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "PORT=http"}, "PORT"},
 		{"unknown transport", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "TRANSPORT=threads"}, "TRANSPORT"},
+		{"unknown synchronous", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "SYNCHRONOUS=off"}, "SYNCHRONOUS (-synchronous) \"off\": want normal"},
+		{"bad ALLOW_CHALLENGE_SECRET", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "ALLOW_CHALLENGE_SECRET=yes please"}, "ALLOW_CHALLENGE_SECRET"},
 		{"secret twice", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "JWT_SECRET_FILE=" + secretFile}, "both set"},
 		{"secret file missing", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + dir + "/absent"}, "JWT_SECRET_FILE: read secret"},
 		{"secret file empty", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET_FILE=" + emptyFile}, "is empty"},

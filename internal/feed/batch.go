@@ -17,7 +17,8 @@ package feed
 // undoes just the statement on a constraint error; the transaction goes on). Any other
 // failure (disk full, I/O error, out of memory, a lock not had within BusyTimeout) may have
 // undone the whole transaction, so the batch is rolled back and every op of it fails:
-// nothing is acknowledged that COMMIT did not make durable.
+// nothing is acknowledged that COMMIT did not make durable (as durable as Options.Synchronous
+// makes a commit).
 
 import (
 	"errors"

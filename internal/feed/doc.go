@@ -4,8 +4,9 @@
 //
 // The contract binds every response byte for byte, and its rules bind the implementation:
 // no caching across requests (every request reads SQLite while it is served), every JWT
-// signature verified on every request, writes durable before the response (WAL with
-// synchronous=NORMAL), the schema fixed. Several worker processes may open the same file;
+// signature verified on every request, writes committed before the response (WAL with
+// synchronous=NORMAL: durable against a process crash, not a power cut between checkpoints;
+// Options.Synchronous FULL for that), the schema fixed. Several worker processes may open the same file;
 // they elect one write owner that commits every process's writes in group commits (store.go,
 // batch.go, forward.go), so that writes never fail with "database is locked" and the
 // readers of every process keep their caches warm.

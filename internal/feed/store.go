@@ -17,8 +17,10 @@ package feed
 //   - one writer connection per Store, behind a mutex, serves every write;
 //   - one more connection belongs to the checkpointer.
 //
-// All of them run with journal_mode=WAL, synchronous=NORMAL (a commit is durable against a
-// process crash before the call returns; the WAL is synced at checkpoints), foreign_keys=ON,
+// All of them run with journal_mode=WAL, synchronous=NORMAL or FULL (Options.Synchronous:
+// NORMAL, the default, makes a commit durable against a process crash before the call
+// returns and syncs the WAL only at checkpoints, so a power cut or a kernel panic loses the
+// commits since the last one; FULL syncs the WAL at every commit), foreign_keys=ON,
 // a page cache of CacheSize and an mmap of MmapSize, and wal_autocheckpoint=0.
 //
 // Writes. Every write is an op queued to the Store's batcher, which commits ops in group
@@ -194,7 +196,22 @@ type Options struct {
 	// past it the request fails as undecided (503), and from a second of silence on the
 	// process writes itself until the owner answers again. Default 5 s.
 	WriteTimeout time.Duration
+
+	// Synchronous is SQLite's synchronous setting on every connection: SyncNormal (the
+	// default, "") or SyncFull. In WAL mode NORMAL syncs the WAL only when a checkpoint
+	// copies it back, so an acknowledged write survives the process's crash (kill -9) but
+	// not a power cut or a kernel panic before the next checkpoint (the file stays
+	// consistent: the commits since then are lost, nothing is torn). FULL syncs the WAL at
+	// every commit before it returns, so an acknowledged write survives those too; with
+	// group commits that is one fsync per batch, not per write (docs/reliability.md).
+	Synchronous string
 }
+
+// Synchronous settings (Options.Synchronous).
+const (
+	SyncNormal = "normal"
+	SyncFull   = "full"
+)
 
 // Write modes (Options.Writes).
 const (
@@ -243,6 +260,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 5 * time.Second
+	}
+	if o.Synchronous == "" {
+		o.Synchronous = SyncNormal
 	}
 }
 
@@ -332,6 +352,9 @@ type writer struct {
 // WAL if it is not already, prepares every statement, and starts the checkpointer.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts.setDefaults()
+	if opts.Synchronous != SyncNormal && opts.Synchronous != SyncFull {
+		return nil, fmt.Errorf("open feed database: synchronous %q: want %q or %q", opts.Synchronous, SyncNormal, SyncFull)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open feed database: %w", err)
 	}
@@ -455,10 +478,11 @@ func (s *Store) openConn(path string, opts Options, readOnly bool) (*sqlitec.Con
 	if err != nil {
 		return nil, err
 	}
-	pragmas := fmt.Sprintf(`PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;
+	// Open has checked Synchronous: it is one of two words, never text from elsewhere.
+	pragmas := fmt.Sprintf(`PRAGMA foreign_keys=ON; PRAGMA synchronous=%s;
 PRAGMA cache_size=-%d; PRAGMA mmap_size=%d; PRAGMA wal_autocheckpoint=0;
 PRAGMA journal_size_limit=%d;`,
-		(opts.CacheSize+1023)/1024, opts.MmapSize, walSizeLimit)
+		strings.ToUpper(opts.Synchronous), (opts.CacheSize+1023)/1024, opts.MmapSize, walSizeLimit)
 	if readOnly {
 		pragmas += ` PRAGMA query_only=ON;`
 	}

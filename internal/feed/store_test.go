@@ -1179,3 +1179,46 @@ func TestOwnerProcs(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after owning, want %d back", got, cur)
 	}
 }
+
+// TestSynchronousApplied reads PRAGMA synchronous back on the Store's write connection and
+// on every read connection, for each setting: the durability the docs promise is the one the
+// connections run with. An unknown setting is refused by Open.
+func TestSynchronousApplied(t *testing.T) {
+	tests := []struct {
+		name, setting string
+		want          string // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{
+		{"default is normal", "", "1"},
+		{"normal", SyncNormal, "1"},
+		{"full", SyncFull, "2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := newTestDB(t)
+			s := openTestStore(t, path, Options{Synchronous: tc.setting, ReadConns: 2, CheckpointInterval: -1})
+			s.wmu.Lock() // the write connection's owner, as the batcher takes it
+			got, err := s.writer.QueryText("PRAGMA synchronous")
+			s.wmu.Unlock()
+			if err != nil || got != tc.want {
+				t.Errorf("write connection: synchronous = %q, %v; want %s", got, err, tc.want)
+			}
+			for i := range s.readerCount {
+				r, err := s.getReader()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := r.QueryText("PRAGMA synchronous")
+				s.putReader(r)
+				if err != nil || got != tc.want {
+					t.Errorf("read connection %d: synchronous = %q, %v; want %s", i, got, err, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("unknown setting refused", func(t *testing.T) {
+		_, err := Open(context.Background(), newTestDB(t), Options{Synchronous: "extra"})
+		if err == nil || !strings.Contains(err.Error(), `synchronous "extra"`) {
+			t.Fatalf("Open with synchronous extra: %v; want an error naming it", err)
+		}
+	})
+}

@@ -7,6 +7,14 @@
 //
 // It builds ssh and scp command lines and runs them; it knows nothing of what the
 // generator does (internal/journey's user ranges and start times are the caller's).
+//
+// What it trusts: the hosts' names come from a flag, so each is checked to be a plain
+// user@host (a leading "-" would be an ssh option: -oProxyCommand=... runs a command here),
+// and "--" ends the options of every ssh and scp command before the host. On the host, the
+// directory the binary and the pid files live in must be the ssh user's own, not a link
+// (another user could have made /tmp/onehost-load first and swap the binary), and a pid read
+// back is killed only if it is a plain number above 1 (kill -TERM -1 signals every process
+// of the user).
 package loadhosts
 
 import (
@@ -50,7 +58,8 @@ func (h Host) target() string {
 	return h.Addr
 }
 
-// ParseHosts reads "user@host[:port],...".
+// ParseHosts reads "user@host[:port],...": user and host of letters, digits, '.', '_' and
+// '-', neither beginning with '-'.
 func ParseHosts(s string) ([]Host, error) {
 	var hosts []Host
 	for _, f := range strings.Split(s, ",") {
@@ -69,8 +78,11 @@ func ParseHosts(s string) ([]Host, error) {
 			}
 			h.Port, f = n, a
 		}
-		if f == "" || strings.ContainsAny(f, " /'\"") || strings.ContainsAny(h.User, " :/'\"") {
-			return nil, fmt.Errorf("parse load host %q: want user@host[:port]", f)
+		if strings.HasPrefix(f, "-") || strings.HasPrefix(h.User, "-") {
+			return nil, fmt.Errorf("parse load host %q: a user or host may not begin with '-' (ssh would read it as an option); want user@host[:port]", f)
+		}
+		if !plainName(f) || h.User != "" && !plainName(h.User) || strings.Contains(h.User, "@") {
+			return nil, fmt.Errorf("parse load host %q: want user@host[:port], of letters, digits, '.', '_' and '-'", f)
 		}
 		h.Addr = f
 		hosts = append(hosts, h)
@@ -81,6 +93,16 @@ func ParseHosts(s string) ([]Host, error) {
 	return hosts, nil
 }
 
+// plainName reports whether s is a non-empty run of letters, digits, '.', '_' and '-'.
+func plainName(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // Config says how to reach the hosts. The zero value runs "ssh" and "scp" from PATH with
 // BatchMode (never a password prompt) and the user's own ssh config.
 type Config struct {
@@ -89,7 +111,8 @@ type Config struct {
 	// "UserKnownHostsFile=...", "StrictHostKeyChecking=yes").
 	Options []string
 	// RemoteDir is where the binary and the results go on the hosts; default
-	// /tmp/onehost-load.
+	// /tmp/onehost-load. It must be the ssh user's own directory (made mode 0700 when
+	// missing): a run refuses one that another user made, or a link.
 	RemoteDir string
 	// KillWait bounds the kill over a second ssh on cancel; default 10 s.
 	KillWait time.Duration
@@ -119,7 +142,7 @@ func (c Config) SSHCommand(h Host, remote string) []string {
 	if ssh == "" {
 		ssh = "ssh"
 	}
-	return append(append([]string{ssh}, c.opts("-p", h)...), h.target(), remote)
+	return append(append([]string{ssh}, c.opts("-p", h)...), "--", h.target(), remote)
 }
 
 // SCPCommand is the scp command line copying from to to; a path prefixed with ":" is
@@ -135,7 +158,7 @@ func (c Config) SCPCommand(h Host, from, to string) []string {
 		}
 		return p
 	}
-	return append(append([]string{scp, "-q"}, c.opts("-P", h)...), side(from), side(to))
+	return append(append([]string{scp, "-q"}, c.opts("-P", h)...), "--", side(from), side(to))
 }
 
 func (c Config) exec(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
@@ -166,8 +189,25 @@ func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// ownDir is a shell command that makes dir (mode 0700) unless it exists, and fails, saying
+// why, unless it is a directory of the ssh user's own and no link; it leaves it mode 0700,
+// so that no other user can put or swap a file in it from then on.
+func ownDir(dir string) string {
+	d := Quote(dir)
+	return "umask 077; mkdir -p -m 700 -- " + d + " && [ -d " + d + " ] && [ ! -L " + d + " ] && [ -O " + d + " ] && chmod 700 -- " + d +
+		" || { echo \"remote directory \"" + d + "\" is not $(id -un)'s own directory (another user's, or a link): remove it, or choose another\" >&2; exit 1; }"
+}
+
+// killPID is a shell command that sends SIGTERM to the pid in the file pidFile when it
+// holds a plain number above 1, and says so otherwise: a file holding -1 (every process the
+// user may signal), 0 (the shell's process group), 1 (init) or anything else is not obeyed.
+func killPID(pidFile string) string {
+	return "pid=$(cat " + Quote(pidFile) + "); case \"$pid\" in ''|0*|*[!0-9]*) echo \"pid file holds $pid, not a pid: nothing killed\" >&2 ;; " +
+		"*) [ \"$pid\" -gt 1 ] && kill -TERM \"$pid\" ;; esac"
+}
+
 // EnsureBinary copies the local file to RemoteDir/name on h unless a copy with the same
-// SHA-256 is already there, and returns the remote path.
+// SHA-256 is already there (a file of the ssh user's own), and returns the remote path.
 func (c Config) EnsureBinary(ctx context.Context, h Host, local, name string) (string, error) {
 	b, err := os.ReadFile(local)
 	if err != nil {
@@ -177,7 +217,7 @@ func (c Config) EnsureBinary(ctx context.Context, h Host, local, name string) (s
 	want := hex.EncodeToString(sum[:])
 	remote := c.remoteDir() + "/" + name
 	var out bytes.Buffer
-	check := "mkdir -p " + Quote(c.remoteDir()) + " && (sha256sum " + Quote(remote) + " 2>/dev/null || true)"
+	check := ownDir(c.remoteDir()) + "; if [ -O " + Quote(remote) + " ] && [ ! -L " + Quote(remote) + " ]; then sha256sum -- " + Quote(remote) + " 2>/dev/null || true; fi"
 	if err := c.exec(ctx, c.SSHCommand(h, check), &out, nil); err != nil {
 		return "", fmt.Errorf("check binary on %s: %w", h, err)
 	}
@@ -208,7 +248,7 @@ func (c Config) Run(ctx context.Context, h Host, argv []string, stdout, stderr i
 	}
 	// The pid file appears whole (written beside, then renamed), so a kill that reads it
 	// never sees it half-written.
-	remote := "mkdir -p " + Quote(c.remoteDir()) + " && echo $$ > " + Quote(pidFile+".new") + " && mv " + Quote(pidFile+".new") + " " + Quote(pidFile) + " && exec " + strings.Join(quoted, " ")
+	remote := ownDir(c.remoteDir()) + " && echo $$ > " + Quote(pidFile+".new") + " && mv " + Quote(pidFile+".new") + " " + Quote(pidFile) + " && exec " + strings.Join(quoted, " ")
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	done := make(chan error, 1)
@@ -248,7 +288,7 @@ func (c Config) kill(h Host, pidFile string) {
 	// and leave a generator running on the host.
 	tries := strconv.Itoa(int(c.killWait()/(100*time.Millisecond)) + 1)
 	c.exec(ctx, c.SSHCommand(h, "i=0; while [ ! -f "+p+" ] && [ $i -lt "+tries+" ]; do sleep 0.1; i=$((i+1)); done; "+
-		"test -f "+p+" && kill -TERM $(cat "+p+"); rm -f "+p), nil, nil)
+		"test -f "+p+" && { "+killPID(pidFile)+"; }; rm -f "+p), nil, nil)
 }
 
 func (c Config) cleanup(h Host, pidFile string) {

@@ -65,6 +65,16 @@ func TestParseHosts(t *testing.T) {
 		{"bad port", "a@h1:x", nil, true},
 		{"empty", " , ", nil, true},
 		{"quote", "a@h'1", nil, true},
+		{"hyphen inside", "load-user@load-1.example", []Host{{User: "load-user", Addr: "load-1.example"}}, false},
+		// A leading "-" is an ssh option: -oProxyCommand runs a command on this machine.
+		{"ssh option as host", "-oProxyCommand=touch${IFS}x", nil, true},
+		{"ssh option with a slash", "-oProxyCommand=touch${IFS}/tmp/x", nil, true},
+		{"ssh option after a good host", "root@10.0.0.2,-F/dev/null", nil, true},
+		{"ssh option as user", "-oProxyCommand=x@h", nil, true},
+		{"host begins with -", "u@-h", nil, true},
+		{"port flag as host", "-p:22", nil, true},
+		{"shell in host", "h$(id)", nil, true},
+		{"two @", "a@b@h", nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,14 +89,104 @@ func TestParseHosts(t *testing.T) {
 func TestCommands(t *testing.T) {
 	c := Config{Options: []string{"IdentityFile=/k"}}
 	h := Host{User: "u", Addr: "h", Port: 2200}
-	if got, want := strings.Join(c.SSHCommand(h, "true"), " "), "ssh -o BatchMode=yes -o IdentityFile=/k -p 2200 u@h true"; got != want {
+	if got, want := strings.Join(c.SSHCommand(h, "true"), " "), "ssh -o BatchMode=yes -o IdentityFile=/k -p 2200 -- u@h true"; got != want {
 		t.Errorf("ssh: got %q, want %q", got, want)
 	}
-	if got, want := strings.Join(c.SCPCommand(h, "/a", ":/b"), " "), "scp -q -o BatchMode=yes -o IdentityFile=/k -P 2200 /a u@h:/b"; got != want {
+	if got, want := strings.Join(c.SCPCommand(h, "/a", ":/b"), " "), "scp -q -o BatchMode=yes -o IdentityFile=/k -P 2200 -- /a u@h:/b"; got != want {
 		t.Errorf("scp: got %q, want %q", got, want)
 	}
 	if got, want := Quote("it's"), `'it'\''s'`; got != want {
 		t.Errorf("quote: got %s, want %s", got, want)
+	}
+}
+
+// TestKillPID runs the kill command on pid files of every shape with sh, kill replaced by
+// a function that says what it was asked: only a plain number above 1 is signalled.
+func TestKillPID(t *testing.T) {
+	tests := []struct {
+		name, content, want string // want: the kill's arguments, "" for none
+	}{
+		{"a pid", "4242\n", "-TERM 4242"},
+		{"minus one: every process", "-1\n", ""},
+		{"zero: the process group", "0\n", ""},
+		{"init", "1\n", ""},
+		{"leading zero", "01\n", ""},
+		{"negative group", "-4242\n", ""},
+		{"empty", "", ""},
+		{"two pids", "12 34\n", ""},
+		{"two lines", "12\n34\n", ""},
+		{"a command", "4242; touch x\n", ""},
+		{"an option", "-KILL\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "run.pid")
+			if err := os.WriteFile(pidFile, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("sh", "-c", `kill() { echo "$*"; }; `+killPID(pidFile)).Output()
+			if got := strings.TrimSpace(string(out)); got != tc.want {
+				t.Errorf("pid file %q: kill %q (%v), want %q", tc.content, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOwnDir runs the remote directory check with sh: a missing directory is made mode
+// 0700, one of the user's own is kept (and made 0700), a link or another user's is refused.
+func TestOwnDir(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string)
+		refused bool
+	}{
+		{"missing", func(t *testing.T, dir string) {}, false},
+		{"own, open to others", func(t *testing.T, dir string) { mkdir(t, dir, 0o777) }, false},
+		{"a link to an own directory", func(t *testing.T, dir string) {
+			mkdir(t, dir+".real", 0o700)
+			if err := os.Symlink(dir+".real", dir); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a file", func(t *testing.T, dir string) { os.WriteFile(dir, nil, 0o600) }, true},
+		{"another user's", func(t *testing.T, dir string) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to make a directory of another user")
+			}
+			mkdir(t, dir, 0o777)
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "onehost-load")
+			tc.setup(t, dir)
+			out, err := exec.Command("sh", "-c", ownDir(dir)+" && echo ok").CombinedOutput()
+			if tc.refused {
+				if err == nil || !strings.Contains(string(out), "is not") {
+					t.Fatalf("accepted (%v): %s", err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v: %s", err, out)
+			}
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+				t.Errorf("after the check: %v, %v; want a directory of mode 0700", st.Mode(), err)
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil { // past the umask
+		t.Fatal(err)
 	}
 }
 
@@ -232,4 +332,25 @@ func TestAt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseHosts: whatever the flag holds, a host that parses never reaches ssh or scp as
+// an option, and its target holds nothing a shell or ssh would interpret.
+func FuzzParseHosts(f *testing.F) {
+	for _, s := range []string{"root@10.0.0.2", "a@h1:2222, h2", "-oProxyCommand=x", "u@-h", "a@b@h", "h:0", " , "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hosts, err := ParseHosts(s)
+		if err != nil {
+			return
+		}
+		for _, h := range hosts {
+			target := h.target()
+			if strings.HasPrefix(target, "-") || strings.Count(target, "@") > 1 ||
+				!plainName(strings.Replace(target, "@", "", 1)) {
+				t.Fatalf("ParseHosts(%q) accepted %q", s, target)
+			}
+		}
+	})
 }
