@@ -529,10 +529,10 @@ func (c *conn) runHandler() {
 
 // finish queues the response of the request runHandler answered and moves past it. Whether
 // the connection stays open is decided after the handler, so a request in flight during
-// Shutdown is answered with "Connection: close".
+// Shutdown (or while SetKeepAlive(false)) is answered with "Connection: close".
 func (c *conn) finish() outcome {
 	keepAlive := c.keep
-	if c.x.resp.Close || c.srv.closing.Load() {
+	if c.x.resp.Close || c.srv.closing.Load() || c.srv.noKeepAlive.Load() {
 		keepAlive = false
 	}
 	if c.out == nil {

@@ -102,13 +102,16 @@ type Server struct {
 	conns     map[*conn]struct{}
 	reaping   bool // a reap goroutine runs (under mu)
 	closing   atomic.Bool
-	done      chan struct{} // closed when the last connection ends after closing
-	requests  atomic.Uint64
-	accepted  atomic.Uint64
-	open      atomic.Int64
-	date      atomic.Pointer[dateLine]
-	lastLimit atomic.Int64  // unix nano of the last "out of descriptors" log line
-	shedCount atomic.Uint64 // connections closed unserved for want of descriptors
+	// noKeepAlive: every response says "Connection: close" and its connection closes after
+	// it, while the server serves on (SetKeepAlive).
+	noKeepAlive atomic.Bool
+	done        chan struct{} // closed when the last connection ends after closing
+	requests    atomic.Uint64
+	accepted    atomic.Uint64
+	open        atomic.Int64
+	date        atomic.Pointer[dateLine]
+	lastLimit   atomic.Int64  // unix nano of the last "out of descriptors" log line
+	shedCount   atomic.Uint64 // connections closed unserved for want of descriptors
 }
 
 // Stats are a server's counters since it started.
@@ -134,6 +137,14 @@ func (s *Server) Stats() Stats {
 	}
 	return st
 }
+
+// SetKeepAlive turns keep-alive off (false) or back on while the server serves on: off,
+// each connection is closed after its next response, which says "Connection: close", as
+// during Shutdown, but new connections are still accepted. A balancer in front (HAProxy's
+// drain, an L4 one's weight 0) sends no new connection here but keeps a kept-alive client
+// on this host: the client reconnects, and the balancer sends it elsewhere. Idle
+// connections stay open until their next request.
+func (s *Server) SetKeepAlive(on bool) { s.noKeepAlive.Store(!on) }
 
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("http1: server closed")

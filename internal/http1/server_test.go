@@ -535,3 +535,44 @@ func testShutdownIdleGrace(t *testing.T, transport string) {
 		t.Error("silent idle connection not closed after the grace")
 	}
 }
+
+// TestSetKeepAlive: with keep-alive off (a host drained from its balancer) a kept-alive
+// connection is closed after its next response, which says so, while new connections are
+// still served; back on, connections are kept alive again.
+func TestSetKeepAlive(t *testing.T) { forTransports(t, testSetKeepAlive) }
+
+func testSetKeepAlive(t *testing.T, transport string) {
+	s := &Server{Transport: transport}
+	addr := startServer(t, s)
+	c, r := dial(t, addr)
+	get := func(c net.Conn, r *bufio.Reader) response {
+		t.Helper()
+		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n")
+		got, err := readResponse(r)
+		if err != nil || got.status != 200 {
+			t.Fatalf("GET: %+v, %v", got, err)
+		}
+		return got
+	}
+	if got := get(c, r); got.header["connection"] == "close" {
+		t.Fatalf("before: %+v, want keep-alive", got)
+	}
+	s.SetKeepAlive(false)
+	if got := get(c, r); got.header["connection"] != "close" {
+		t.Errorf("keep-alive off: %+v, want Connection: close", got)
+	}
+	if !closed(c, r) {
+		t.Error("keep-alive off: the connection stayed open after its response")
+	}
+	c2, r2 := dial(t, addr) // still accepting
+	if got := get(c2, r2); got.header["connection"] != "close" {
+		t.Errorf("keep-alive off, new connection: %+v, want Connection: close", got)
+	}
+	s.SetKeepAlive(true)
+	c3, r3 := dial(t, addr)
+	for i := range 2 {
+		if got := get(c3, r3); got.header["connection"] == "close" {
+			t.Errorf("keep-alive on again, request %d: %+v, want keep-alive", i, got)
+		}
+	}
+}
