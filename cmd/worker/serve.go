@@ -303,7 +303,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 					Connections: st.Connections, LoopConnections: st.LoopConnections,
 					Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
 			}
-			err := sup.Serve(ctx, stats)
+			// The supervisor's `drain` (the host leaving its balancer) turns keep-alive off,
+			// `ready` back on: the worker serves on throughout.
+			h := ipc.Handlers{Stats: stats, KeepAlive: func(on bool) {
+				srv.SetKeepAlive(on)
+				log.Info("keep-alive set by the supervisor", zap.Bool("on", on))
+			}}
+			err := sup.ServeWith(ctx, h)
 			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {
 				// The supervisor is gone (killed, or re-executing itself to upgrade): serve on
 				// and wait for the next one, which takes over this socket and its queue.
@@ -315,7 +321,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				sup.Close()
 				sup = next
 				log.Info("adopted by a new supervisor")
-				err = sup.Serve(ctx, stats)
+				err = sup.ServeWith(ctx, h)
 			}
 			if ctx.Err() == nil {
 				stopReason <- err.Error()

@@ -8,6 +8,9 @@
 //     prepared, listener in hand); until then the supervisor does not count it online;
 //   - drain: the supervisor asks the worker to stop accepting, finish in-flight requests,
 //     close idle keep-alives and exit;
+//   - keep-alive: the supervisor asks the worker to close each connection after its next
+//     response ("Connection: close"), or to keep them alive again, while it serves on
+//     (the host drained from its balancer: `supervisor drain`, `supervisor ready`);
 //   - counters: the supervisor asks for "stats" and the worker answers with its request and
 //     connection counts, the connections per event loop among them (prefork keeps
 //     counters per process; the supervisor adds them up).
@@ -56,6 +59,10 @@ const (
 	TypeReady = "ready" // worker → supervisor: can serve
 	TypeDrain = "drain" // supervisor → worker: stop gracefully
 	TypeStats = "stats" // supervisor → worker: a request; worker → supervisor: the answer
+	// TypeKeepAlive (supervisor → worker) sets keep-alive: with CloseAfterResponse, each
+	// connection closes after its next response; without, connections are kept alive
+	// again. A worker that does not know it ignores it, as any unknown type.
+	TypeKeepAlive = "keepalive"
 )
 
 // Msg is one message. Fields that do not apply to a type are omitted.
@@ -86,6 +93,8 @@ type Msg struct {
 	// supervisor and rejoins the next one at EnvAdopt (rejoin.go): it has cleared its
 	// parent-death signal (OutliveParent). A worker that does not say so dies with it.
 	Rejoin bool `json:"rejoin,omitempty"`
+	// CloseAfterResponse, in a keepalive message, turns keep-alive off: see TypeKeepAlive.
+	CloseAfterResponse bool `json:"close_after_response,omitempty"`
 }
 
 // Conn is one end of the channel. Send is safe for concurrent use; Recv is for one reader.
@@ -176,6 +185,20 @@ var (
 // the supervisor asks to drain (ErrDrain), the supervisor's end closes (ErrParentGone), or
 // ctx ends (ctx's error; the connection is closed to unblock the read).
 func (c *Conn) Serve(ctx context.Context, stats func() Msg) error {
+	return c.ServeWith(ctx, Handlers{Stats: stats})
+}
+
+// Handlers are what a worker does with the supervisor's requests. Stats is required; a
+// nil KeepAlive ignores keepalive messages.
+type Handlers struct {
+	Stats func() Msg
+	// KeepAlive(on) is called for each keepalive message: on is false when the
+	// supervisor asks that each connection close after its next response.
+	KeepAlive func(on bool)
+}
+
+// ServeWith is Serve with a handler for each request the worker knows.
+func (c *Conn) ServeWith(ctx context.Context, h Handlers) error {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	for {
@@ -192,8 +215,12 @@ func (c *Conn) Serve(ctx context.Context, stats func() Msg) error {
 		switch m.Type {
 		case TypeDrain:
 			return ErrDrain
+		case TypeKeepAlive:
+			if h.KeepAlive != nil {
+				h.KeepAlive(!m.CloseAfterResponse)
+			}
 		case TypeStats:
-			s := stats()
+			s := h.Stats()
 			s.Type = TypeStats
 			if err := c.Send(s); err != nil {
 				return fmt.Errorf("%w: %v", ErrParentGone, err)

@@ -3,6 +3,7 @@ package ipc
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -102,5 +103,48 @@ func TestRecvRejectsGarbage(t *testing.T) {
 	sup.c.Write([]byte("not json\n"))
 	if _, err := child.Recv(); err == nil {
 		t.Error("Recv of garbage: got nil error, want a decode error")
+	}
+}
+
+// TestServeKeepAlive: keepalive messages reach the handler in order, off then on; Serve
+// without a handler ignores them.
+func TestServeKeepAlive(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler bool
+		want    []bool
+	}{
+		{"off then on", true, []bool{false, true}},
+		{"no handler", false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sup, childFile, err := Pair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sup.Close()
+			child, err := FromFile(childFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer child.Close()
+			var got []bool // written by Serve's goroutine, read after it returned
+			h := Handlers{Stats: func() Msg { return Msg{} }}
+			if tt.handler {
+				h.KeepAlive = func(on bool) { got = append(got, on) }
+			}
+			done := make(chan error, 1)
+			go func() { done <- child.ServeWith(context.Background(), h) }()
+			sup.Send(Msg{Type: TypeKeepAlive, CloseAfterResponse: true})
+			sup.Send(Msg{Type: TypeKeepAlive})
+			sup.Send(Msg{Type: TypeDrain})
+			if err := <-done; !errors.Is(err, ErrDrain) {
+				t.Fatalf("ServeWith = %v, want ErrDrain", err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("keep-alive calls = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
