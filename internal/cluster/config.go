@@ -110,6 +110,10 @@ type Config struct {
 	// StatsInterval is how often workers are asked for counters and /proc is sampled.
 	// Default 1 s.
 	StatsInterval Duration `yaml:"stats_interval"`
+	// Agent is the HOST:PORT where the supervisor answers HAProxy's agent-check (up with a
+	// weight, drain, down: cmd/supervisor's agent). It is the supervisor's, not a cluster's:
+	// `supervisor run -agent` sets it too. Default: none.
+	Agent string `yaml:"agent"`
 }
 
 // Defaults.
@@ -227,6 +231,15 @@ func (c Config) Validate() error {
 		_ = host
 		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return fmt.Errorf("listen: port %q is out of range: want 0 to 65535", port)
+		}
+	}
+	if c.Agent != "" {
+		_, port, err := net.SplitHostPort(c.Agent)
+		if err != nil {
+			return fmt.Errorf("agent: %q is not HOST:PORT (say agent: 0.0.0.0:9777, the port HAProxy's agent-port names): %w", c.Agent, err)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("agent: port %q is out of range: want 0 to 65535 (HAProxy's agent-port)", port)
 		}
 	}
 	if c.SelfBind {

@@ -53,6 +53,8 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		{"instances too high", "instances: 5000", "instances: \"5000\" is out of range"},
 		{"listen without port", "listen: localhost", "listen: \"localhost\" is not HOST:PORT"},
 		{"listen port", "listen: 127.0.0.1:70000", "listen: port \"70000\" is out of range: want 0 to 65535"},
+		{"agent without port", "agent: localhost", "agent: \"localhost\" is not HOST:PORT (say agent: 0.0.0.0:9777"},
+		{"agent port", "agent: 0.0.0.0:99999", "agent: port \"99999\" is out of range: want 0 to 65535"},
 		{"kill_timeout too long", "kill_timeout: 11m", "kill_timeout: 11m0s is out of range: want 0 (default) to 10m0s"},
 		{"kill_timeout garbage", "kill_timeout: soon", `kill_timeout: "soon" is not a duration (line 1): write a duration such as 5s, 1.5s or 500ms, or a number of milliseconds (1500)`},
 		{"duration on a later line", "instances: 2\nrestart_delay: 1 second", `restart_delay: "1 second" is not a duration (line 2): write a duration such as 5s`},

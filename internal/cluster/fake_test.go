@@ -174,7 +174,9 @@ func fakeWorker() {
 	stats := func() ipc.Msg {
 		return ipc.Msg{PID: os.Getpid(), Requests: reqs.Load(), Connections: conns.Load()}
 	}
-	err = conn.Serve(context.Background(), stats)
+	// Keep-alive as the host's drain sets it (hostdrain.go), as cmd/worker does.
+	h := ipc.Handlers{Stats: stats, KeepAlive: srv.SetKeepAlivesEnabled}
+	err = conn.ServeWith(context.Background(), h)
 	// As cmd/worker does: a worker whose supervisor is gone serves on and waits for the
 	// next one at the rendezvous socket (ipc.Rejoin), its listening socket passed along.
 	for errors.Is(err, ipc.ErrParentGone) && os.Getenv(ipc.EnvAdopt) != "" {
@@ -197,7 +199,7 @@ func fakeWorker() {
 		}
 		fmt.Fprintln(os.Stderr, "fake worker adopted")
 		conn = c
-		err = conn.Serve(context.Background(), stats)
+		err = conn.ServeWith(context.Background(), h)
 	}
 	// Drain as the real worker does, not with http.Server.Shutdown: Shutdown drops a
 	// request it reads after it began (no response at all), which a client sees as EOF.

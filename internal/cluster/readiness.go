@@ -163,6 +163,7 @@ func (s *Supervisor) becameReady(p *proc, how string) {
 	now := time.Now()
 	p.state, p.readyAt, p.prevReqAt = StateOnline, now, now
 	p.log.Info("worker online", zap.Duration("start", now.Sub(p.started)), zap.String("ready", how))
+	s.tellHostDrain(p, how == readyAdopted)
 }
 
 // isNode reports whether a program is Node (node, nodejs, or a script that Node runs: .js,

@@ -204,6 +204,10 @@ type Supervisor struct {
 
 	reloads, reloadsAborted, scales atomic.Int64 // for Counters
 
+	serving     atomic.Uint64 // online<<32 | desired, published by the loop (hostdrain.go)
+	hostDrained atomic.Bool   // SetHostDrained
+	hostDrainMu sync.Mutex    // orders the keepalive messages (hostdrain.go)
+
 	// loop-owned
 	lastSilenceKill time.Time     // the last worker killed for silence
 	lastAllSilent   time.Time     // the last "every worker silent" log line
@@ -453,6 +457,7 @@ func (s *Supervisor) loop() {
 		}
 		s.updateSteering()
 		s.notifyReady()
+		s.publishServing()
 	}
 }
 
