@@ -25,7 +25,6 @@ const (
 	DefaultHealthPath  = "/health"
 	DefaultBufSize     = 64 << 10
 	DefaultRetries     = 3
-	DefaultMaxConn     = 20000
 	DefaultStatsSocket = "/run/haproxy/onehost-admin.sock"
 	DefaultStateFile   = "/var/lib/haproxy/onehost-server-state"
 )
@@ -64,7 +63,8 @@ type HAProxyParams struct {
 	BufSize int
 	// Retries is `retries`. Default 3.
 	Retries int
-	// MaxConn is the global maxconn. Default 20000.
+	// MaxConn is the global maxconn. 0: HAProxy's default, what its descriptor limit
+	// allows (about half of it: each proxied connection holds two descriptors).
 	MaxConn int
 	// Threads is nbthread. 0: HAProxy's default, one thread per CPU it may run on.
 	Threads int
@@ -107,6 +107,10 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 		}
 		servers.WriteByte('\n')
 	}
+	maxconn := "    # maxconn: HAProxy's default, from its descriptor limit (ulimit -n)"
+	if p.MaxConn > 0 {
+		maxconn = "    maxconn " + strconv.Itoa(p.MaxConn)
+	}
 	nbthread := "    # nbthread: HAProxy's default, one thread per CPU it may run on"
 	if p.Threads > 0 {
 		nbthread = "    nbthread " + strconv.Itoa(p.Threads)
@@ -127,7 +131,7 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 		"@HEALTH_PATH@":  or(p.HealthPath, DefaultHealthPath),
 		"@BUFSIZE@":      strconv.Itoa(orInt(p.BufSize, DefaultBufSize)),
 		"@RETRIES@":      strconv.Itoa(orInt(p.Retries, DefaultRetries)),
-		"@MAXCONN@":      strconv.Itoa(orInt(p.MaxConn, DefaultMaxConn)),
+		"@MAXCONN@":      maxconn,
 		"@NBTHREAD@":     nbthread,
 		"@STATS_SOCKET@": sock,
 		"@STATE_FILE@":   state,
@@ -230,6 +234,10 @@ func StartHAProxy(ctx context.Context, tmpl []byte, opt HAProxyOptions) (*HAProx
 	h := &HAProxy{tmpl: tmpl, opt: opt, conf: filepath.Join(opt.Dir, "haproxy.cfg"), done: make(chan struct{})}
 	if err := h.writeConfig(ctx); err != nil {
 		return nil, err
+	}
+	// No states to load yet; an empty file spares HAProxy's warning that there is none.
+	if err := os.WriteFile(opt.Params.StateFile, []byte("1\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("start haproxy: %w", err)
 	}
 	argv := []string{opt.Binary, "-W", "-db", "-f", h.conf, "-p", filepath.Join(opt.Dir, "haproxy.pid")}
 	if opt.Wrap != nil {

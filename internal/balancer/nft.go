@@ -107,6 +107,9 @@ type Checker struct {
 	Hosts []string
 	// AgentPort is the port of every host's agent. Default DefaultAgentPort.
 	AgentPort int
+	// Agents, when set, are the agents' HOST:PORT, one per host (instead of the host's
+	// address and AgentPort).
+	Agents []string
 	// Interval between two rounds of asking the agents. Default DefaultInter.
 	Interval time.Duration
 	// Nft is the nft command (see CheckNft); nil: LookNft.
@@ -133,8 +136,12 @@ func (c *Checker) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		live := make([]NftHost, 0, len(c.Hosts))
-		for _, h := range c.Hosts {
-			st, err := AskAgent(ctx, net.JoinHostPort(h, port), interval)
+		for i, h := range c.Hosts {
+			agent := net.JoinHostPort(h, port)
+			if i < len(c.Agents) {
+				agent = c.Agents[i]
+			}
+			st, err := AskAgent(ctx, agent, interval)
 			if err == nil && st.Live {
 				live = append(live, NftHost{Addr: h, Weight: st.Weight})
 			} else if c.Log != nil && first {
