@@ -412,8 +412,8 @@ func testNft(t *testing.T, f *fleet) {
 		return counts
 	}
 	waitLive(hosts...)
-	// Round robin, though not strictly alternating: numgen's counter also moves on packets
-	// other than ours (measured here: 4 and 2 of 6).
+	// Round robin, though not seen strictly alternating here (4 and 2 of 6 connections once;
+	// cause not looked into), so the test asks only that both hosts get some.
 	if n := through(8); n[0] == 0 || n[1] == 0 || n[0]+n[1] != 8 {
 		t.Fatalf("8 connections over 2 live hosts: %v", n)
 	}

@@ -144,8 +144,8 @@ func (c *Checker) Run(ctx context.Context) error {
 			st, err := AskAgent(ctx, agent, interval)
 			if err == nil && st.Live {
 				live = append(live, NftHost{Addr: h, Weight: st.Weight})
-			} else if c.Log != nil && first {
-				c.Log.Info("host out", zap.String("host", h), zap.Error(err))
+			} else if c.Log != nil && (first || slices.ContainsFunc(last, func(l NftHost) bool { return l.Addr == h })) {
+				c.Log.Info("host out", zap.String("host", h), zap.String("agent", agent), zap.Any("state", st), zap.Error(err))
 			}
 		}
 		if ctx.Err() != nil {

@@ -227,3 +227,18 @@ func FuzzParseStat(f *testing.F) {
 	f.Add("# a,b\n1,2\n")
 	f.Fuzz(func(t *testing.T, s string) { ParseStat(s) })
 }
+
+// TestAskAgent reads a real agent's line, and an agent that is not there is an error.
+func TestAskAgent(t *testing.T) {
+	a := startAgent(t, "127.0.0.1:0", "ready up 60%")
+	st, err := AskAgent(context.Background(), a.addr(), time.Second)
+	if err != nil || st != (AgentState{Live: true, Weight: 60}) {
+		t.Fatalf("AskAgent = %+v, %v", st, err)
+	}
+	addr := a.addr()
+	a.ln.Close()
+	<-a.done
+	if _, err := AskAgent(context.Background(), addr, time.Second); err == nil {
+		t.Fatal("AskAgent of a closed port: no error")
+	}
+}
