@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -61,6 +62,11 @@ type fleet struct {
 	apps []*app
 	ctx  context.Context // the clusters' lifetime (Start's ctx); set by start
 	ops  sync.Mutex      // one stop or restart of a stopped app at a time
+
+	// The host behind a balancer (drain.go): drained by `supervisor drain`, stopping once
+	// the supervisor began to stop, and the agent's address ("" without one).
+	drained, stopping atomic.Bool
+	agentAddr         string // set before the control socket serves
 }
 
 // launch starts the app's cluster (its workers come online on their own).
@@ -314,6 +320,9 @@ func (f *fleet) startApp(ctx context.Context, a *app) error {
 	}
 	if err := a.launch(f.ctx); err != nil {
 		return err
+	}
+	if f.drained.Load() { // a host drained stays so, whatever starts on it
+		a.current().SetHostDrained(true)
 	}
 	a.log.Info("app started again")
 	return a.current().WaitOnline(ctx)

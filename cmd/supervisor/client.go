@@ -288,6 +288,9 @@ func printTable(w io.Writer, st statusReply) {
 			fmt.Fprintf(w, "app %s (cluster): serving %s, steering: %s\n", a.Name, a.Addr, a.Steering)
 		}
 	}
+	if st.Drained {
+		fmt.Fprintln(w, "drained: out of the balancer (supervisor ready brings it back)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites"
 	if named {

@@ -38,6 +38,12 @@ type statusReply struct {
 	// UpgradeError is why the last upgrade's new binary gave this one back (upgrade.go's
 	// fallback); empty if none did.
 	UpgradeError string `json:"upgrade_error,omitempty"`
+	// Drained: `supervisor drain` took the host out of its balancer, until `supervisor
+	// ready` (drain.go).
+	Drained bool `json:"drained"`
+	// Agent is the address the HAProxy agent answers on (-agent; the real port when it
+	// said 0); empty without one.
+	Agent string `json:"agent,omitempty"`
 }
 
 type errorReply struct {
@@ -224,8 +230,9 @@ func operatorOnly(fl *fleet, log *zap.Logger, next http.Handler) http.Handler {
 
 // controlHandler serves GET /status, GET /metrics, GET /logs, POST /reload, POST
 // /restart, POST /scale?n=N|+N|-N, POST /upgrade?binary=PATH and POST /stop, each with
-// ?app=NAME for one app (every app without) but metrics and upgrade. The POSTs are refused
-// to the supervisor's workers (operatorOnly).
+// ?app=NAME for one app (every app without) but metrics and upgrade, and POST /drain and
+// POST /ready (the whole host: drain.go). The POSTs are refused to the supervisor's
+// workers (operatorOnly).
 func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
@@ -255,6 +262,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			return
 		}
 		st.UpgradeError, _ = up.failed.Load().(string)
+		st.Drained, st.Agent = fl.drained.Load(), fl.agentAddr
 		reply(w, http.StatusOK, st)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -348,6 +356,18 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 		}
 		up.req <- bin
 	})
+	// POST /drain and /ready: the host out of its balancer and back (drain.go). The client
+	// (`supervisor drain`) then watches the request counters itself.
+	for path, on := range map[string]bool{"POST /drain": true, "POST /ready": false} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if err := fl.setDrained(on); err != nil {
+				fail(w, err)
+				return
+			}
+			log.Info("host "+map[bool]string{true: "drained", false: "ready"}[on], zap.String("by", "control socket"))
+			ok(w)
+		})
+	}
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		if name := r.URL.Query().Get("app"); name != "" && name != "all" {
 			// One app: stopped here, the others serve on (pm2 stop NAME).

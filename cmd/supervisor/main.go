@@ -12,6 +12,8 @@
 //	supervisor stop [APP] [-socket PATH]
 //	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
 //	supervisor upgrade [-binary PATH] [-socket PATH]
+//	supervisor drain [-quiet 2s] [-timeout 60s] [-socket PATH]
+//	supervisor ready [-socket PATH]
 //	supervisor monit [-interval 1s] [-once] [-socket PATH]
 //	supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
 //
@@ -27,6 +29,10 @@
 // (`curl --unix-socket PATH http://x/status`), where the supervisor's own workers may
 // only read. `logs` prints the last lines the supervisor
 // keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
+// `run -agent HOST:PORT` answers HAProxy's agent-check for the host (up with the share of
+// its workers online, drain, down); `drain` takes the host out of its balancer (the agent
+// says drain, the workers close kept-alive connections after their next response) and
+// returns once no request came for a while, `ready` brings it back.
 // `monit` is a live view of the workers and the host on the terminal, as `pm2 monit`;
 // `run -dashboard HOST:PORT` serves the same figures as a web page of live charts.
 //
@@ -61,7 +67,7 @@ const usage = `usage:
                  [-listen HOST:PORT] [-steering auto|hash|round-robin] [-socket PATH]
                  [-log-file PATH] [-log-dir DIR] [-log-level LEVEL]
                  [-metrics HOST:PORT] [-dashboard HOST:PORT] [-allowed-hosts NAMES]
-                 [-upgrade-binary PATH] [-- COMMAND [ARGS...]]
+                 [-upgrade-binary PATH] [-agent HOST:PORT] [-- COMMAND [ARGS...]]
                  (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
                  every app of it a cluster of its own)
   supervisor status [APP] [-json] [-socket PATH]
@@ -73,6 +79,10 @@ const usage = `usage:
   supervisor upgrade [-binary PATH] [-socket PATH]
                  (re-executes the supervisor in place, or kill -USR2: the workers serve on;
                  PATH: the running one's own, or one run -upgrade-binary names)
+  supervisor drain [-quiet 2s] [-timeout 60s] [-socket PATH]
+                 (out of the balancer: the -agent answers drain, the workers close
+                 kept-alive connections; returns once no request came for -quiet)
+  supervisor ready [-socket PATH]            (back in: the agent answers up again)
   supervisor monit [-interval 1s] [-once] [-socket PATH]
   supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
                  (prints a systemd unit for this configuration, as pm2 startup)`
@@ -96,6 +106,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return runCluster(ctx, args[1:], getenv, stderr)
 	case "status", "reload", "restart", "scale", "stop", "logs", "upgrade":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "drain", "ready":
+		return runDrain(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "monit":
 		return runMonit(ctx, args[1:], getenv, stdout, stderr)
 	case "startup":

@@ -100,9 +100,9 @@ func fakeWorker() {
 	if strings.TrimSpace(string(mode)) != "notready" {
 		conn.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid()})
 	}
-	conn.Serve(context.Background(), func() ipc.Msg {
+	conn.ServeWith(context.Background(), ipc.Handlers{Stats: func() ipc.Msg {
 		return ipc.Msg{Requests: reqs.Load(), Connections: conns.Load()}
-	})
+	}, KeepAlive: srv.SetKeepAlivesEnabled}) // as cmd/worker: `supervisor drain` and `ready`
 	// Drain: Connection: close on what comes, exit when no connection is left.
 	srv.SetKeepAlivesEnabled(false)
 	ln.Close()

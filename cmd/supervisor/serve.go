@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/onehost/onehost/internal/agent"
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/sdnotify"
 )
@@ -64,6 +65,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	var upgradeTo upgradeBinaries
 	fs.Var(&upgradeTo, "upgrade-binary", "a binary other than this one's own path that `upgrade -binary PATH` may re-execute (absolute; repeat for more); "+
 		"either must be writable by nobody but its owner, this user or root")
+	agentFlag := fs.String("agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT): up ready N% with N the share of workers online, drain while drained or stopping, down with none serving; overrides the config's agent")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -155,6 +157,10 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			return err
 		}
+	}
+	agentAddr, err := agentAddress(*agentFlag, specs)
+	if err != nil {
+		return err
 	}
 	if len(specs) == 1 && *logPath == "" {
 		*logPath = specs[0].LogFile // the app's out_file: the whole log, as before
@@ -339,6 +345,17 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		return fb.restore(err)
 	}
 	fb.commit()
+	// The agent comes after the workers' start, so its first answer is their state (down
+	// until one is online), and goes last (agentStopGrace).
+	var ag *agent.Server
+	if agentAddr != "" {
+		if ag, err = agent.Listen(agentAddr, agent.Config{State: fl.agentState, Logger: log}); err != nil {
+			return err
+		}
+		defer ag.Close()
+		fl.agentAddr = ag.Addr().String()
+		log.Info("agent", zap.String("addr", fl.agentAddr))
+	}
 
 	stopReq := make(chan struct{}, 1)
 	up := &upgrader{fl: fl, log: log, defaultBinary: exe, allowed: upgradeTo, req: make(chan string, 1)}
@@ -379,13 +396,15 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	done := ctx.Done() // set to nil once seen, so a cancelled ctx asks for one stop, not many
 	stopped := make(chan error, 1)
 	stopping := false
+	var stopBegan time.Time
 	startStop := func(why string) {
 		if stopping {
 			log.Warn("second stop request: killing the workers now", zap.String("reason", why))
 			go fl.kill()
 			return
 		}
-		stopping = true
+		stopping, stopBegan = true, time.Now()
+		fl.stopping.Store(true) // the agent answers drain from now on
 		log.Info("stopping gracefully", zap.String("reason", why))
 		go func() { stopped <- fl.stop(context.Background()) }()
 	}
@@ -459,6 +478,12 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 			done = nil
 			startStop("context done")
 		case err := <-stopped:
+			if ag != nil {
+				// The workers are gone; the agent has said drain for at least the grace, so
+				// that HAProxy heard it before the port goes silent.
+				time.Sleep(time.Until(stopBegan.Add(agentStopGrace)))
+				ag.Close()
+			}
 			return err
 		}
 	}
