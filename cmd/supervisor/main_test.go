@@ -72,9 +72,13 @@ func fakeWorker() {
 	}
 	var reqs atomic.Uint64
 	var conns atomic.Int64
+	var closeAfter atomic.Bool // keep-alive off, as cmd/worker's http1 does it: after the next response
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			reqs.Add(1)
+			if closeAfter.Load() {
+				w.Header().Set("Connection", "close")
+			}
 			io.WriteString(w, "ok\n")
 		}),
 		ConnState: func(_ net.Conn, st http.ConnState) {
@@ -102,7 +106,7 @@ func fakeWorker() {
 	}
 	conn.ServeWith(context.Background(), ipc.Handlers{Stats: func() ipc.Msg {
 		return ipc.Msg{Requests: reqs.Load(), Connections: conns.Load()}
-	}, KeepAlive: srv.SetKeepAlivesEnabled}) // as cmd/worker: `supervisor drain` and `ready`
+	}, KeepAlive: func(on bool) { closeAfter.Store(!on) }}) // `supervisor drain` and `ready`
 	// Drain: Connection: close on what comes, exit when no connection is left.
 	srv.SetKeepAlivesEnabled(false)
 	ln.Close()

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster/clustertest"
+)
+
+// askAgent is HAProxy's agent-check: connect, read the line, close.
+func askAgent(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+// waitAnswer waits until the agent at addr answers want.
+func waitAnswer(t *testing.T, addr, want string) {
+	t.Helper()
+	var got string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got, err = askAgent(addr); err == nil && got == want {
+			return
+		}
+	}
+	t.Fatalf("agent answers %q (%v), want %q", got, err, want)
+}
+
+// TestAgentAnswers runs `supervisor run -agent 127.0.0.1:0` and takes it through the states
+// a balancer must hear of, in order, asking its agent as HAProxy does.
+func TestAgentAnswers(t *testing.T) {
+	t.Parallel()
+	mode := filepath.Join(t.TempDir(), "mode")
+	os.WriteFile(mode, []byte("ok"), 0o600)
+	c := startRun(t, fmt.Sprintf("instances: 4\nlisten_timeout: 1m\nenv: {GORACE: atexit_sleep_ms=0, %s: worker, FAKE_MODE_FILE: %q}\n", roleEnv, mode),
+		"-agent", "127.0.0.1:0", "--", os.Args[0])
+	st, err := c.status()
+	if err != nil || st.Agent == "" || strings.HasSuffix(st.Agent, ":0") {
+		t.Fatalf("status -json agent = %q (%v), want the bound address", st.Agent, err)
+	}
+	agentAddr := st.Agent
+	// kill ends slots' workers with SIGKILL; their successors read the mode file.
+	kill := func(t *testing.T, slots ...int) {
+		st, err := c.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range st.Workers {
+			for _, s := range slots {
+				if w.ID == s && w.PID > 0 {
+					syscall.Kill(w.PID, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		act  func(t *testing.T)
+		want string
+	}{
+		{"all online", func(t *testing.T) {}, "up ready 100%\n"},
+		{"drained", func(t *testing.T) {
+			if out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s"); err != nil {
+				t.Fatalf("drain: %v\n%s", err, out)
+			}
+			if out, _ := c.cmd("status"); !strings.Contains(out, "drained") {
+				t.Errorf("status does not show the drain:\n%s", out)
+			}
+		}, "drain #drained\n"},
+		{"ready again", func(t *testing.T) {
+			if out, err := c.cmd("ready"); err != nil {
+				t.Fatalf("ready: %v\n%s", err, out)
+			}
+		}, "up ready 100%\n"},
+		{"1 of 4 online", func(t *testing.T) {
+			os.WriteFile(mode, []byte("notready"), 0o600) // their successors never say ready
+			kill(t, 1, 2, 3)
+		}, "up ready 25%\n"},
+		{"none serving", func(t *testing.T) { kill(t, 0) }, "down #no worker serves\n"},
+		{"stopping", func(t *testing.T) {
+			if out, err := c.cmd("stop"); err != nil {
+				t.Fatalf("stop: %v\n%s", err, out)
+			}
+		}, "drain #stopping\n"},
+	}
+	for _, tt := range tests {
+		if !t.Run(tt.name, func(t *testing.T) {
+			tt.act(t)
+			waitAnswer(t, agentAddr, tt.want)
+		}) {
+			return
+		}
+	}
+	// The agent goes with the supervisor, after its grace.
+	select {
+	case err := <-c.done:
+		c.done <- err // for startRun's cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after stop")
+	}
+	if _, err := askAgent(agentAddr); err == nil {
+		t.Error("the agent still answers after run returned")
+	}
+}
+
+// TestDrainAndReady: `supervisor drain` returns once requests stop coming, fails when
+// they keep coming, and has the workers close kept-alive connections until `ready`.
+func TestDrainAndReady(t *testing.T) {
+	t.Parallel()
+	c := startRun(t, fmt.Sprintf("instances: 2\nstats_interval: 200ms\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv),
+		"-agent", "127.0.0.1:0", "--", os.Args[0])
+	st, err := c.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + st.Addr + "/"
+	// A gentle load: the machine is shared, and a drain needs requests, not many.
+	gentle := func() *clustertest.Load {
+		return clustertest.StartLoadFunc(2, func(hc *http.Client, _, _ int) error {
+			time.Sleep(10 * time.Millisecond)
+			resp, err := hc.Get(url)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
+
+	t.Run("returns when requests stop", func(t *testing.T) {
+		l := gentle()
+		time.Sleep(500 * time.Millisecond)
+		l.Finish(t) // bounded: stopped before the drain
+		const quiet = time.Second
+		began := time.Now()
+		out, err := c.cmd("drain", "-quiet", quiet.String(), "-timeout", "30s")
+		took := time.Since(began)
+		if err != nil || !strings.Contains(out, "quiet: no request for 1s") {
+			t.Fatalf("drain = %v\n%s", err, out)
+		}
+		// The counters are read every stats_interval (200 ms): quiet, plus at most one
+		// interval to see the last request, plus the machine's slack.
+		if took > quiet+3*time.Second {
+			t.Errorf("drain took %v after the load had stopped, want about %v", took, quiet)
+		}
+		c.cmd("ready")
+	})
+	t.Run("times out while requests go on", func(t *testing.T) {
+		l := gentle()
+		defer l.Finish(t) // Connection: close costs the clients no request
+		out, err := c.cmd("drain", "-quiet", "1s", "-timeout", "3s")
+		if err == nil || !strings.Contains(err.Error(), "requests still arriving after 3s") || !strings.Contains(err.Error(), "supervisor ready") {
+			t.Fatalf("drain under load = %v\n%s; want a timeout that says so", err, out)
+		}
+		if st, _ := c.status(); !st.Drained {
+			t.Error("a drain that timed out left the host ready, want drained")
+		}
+		c.cmd("ready")
+	})
+	t.Run("kept-alive client closed after drain, kept after ready", func(t *testing.T) {
+		conn, err := net.Dial("tcp", st.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		get := func(conn net.Conn, br *bufio.Reader) (closes bool) {
+			t.Helper()
+			fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.Close
+		}
+		if get(conn, br) {
+			t.Fatal("before the drain: Connection: close, want keep-alive")
+		}
+		if out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s"); err != nil {
+			t.Fatalf("drain: %v\n%s", err, out)
+		}
+		if !get(conn, br) {
+			t.Error("after drain: the kept-alive connection's response kept it alive, want Connection: close")
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("after drain: the connection gave %v after its response, want EOF", err)
+		}
+		if out, err := c.cmd("ready"); err != nil {
+			t.Fatalf("ready: %v\n%s", err, out)
+		}
+		// ready's messages are written when it returns, read by the workers a moment later.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			conn2, err := net.Dial("tcp", st.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br2 := bufio.NewReader(conn2)
+			kept := !get(conn2, br2) && !get(conn2, br2)
+			conn2.Close()
+			if kept {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("after ready: connections still closed after their response, want keep-alive")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
