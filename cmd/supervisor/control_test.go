@@ -35,6 +35,10 @@ var workerCalls = []struct {
 	{"POST", "/reload?app=nosuch", 403},
 	{"POST", "/restart?app=nosuch", 403},
 	{"POST", "/scale?app=nosuch&n=1", 403},
+	// The host's drain takes it out of its balancer: the operator's too (it would only
+	// drain the test's cluster, which no balancer fronts, if let through).
+	{"POST", "/drain", 403},
+	{"POST", "/ready", 403},
 }
 
 // workerCallsControl is a fake worker's attack: once the test has written the control
@@ -79,7 +83,7 @@ func callControl(socket, out string) {
 
 // TestWorkerRefusedControl: a worker the supervisor started, and a child of it in a
 // session of its own, call the control socket as any process of the supervisor's user may:
-// status, logs and metrics answer; upgrade, stop, reload, restart and scale are refused
+// status, logs and metrics answer; upgrade, stop, reload, restart, scale, drain and ready are refused
 // with 403 and a message that says why.
 func TestWorkerRefusedControl(t *testing.T) {
 	t.Parallel()
