@@ -122,8 +122,8 @@ type Checker struct {
 
 // Run asks every agent each Interval and loads the ruleset whenever the live set (or a
 // weight) changed, the first round included, until ctx ends. A host whose agent does not
-// answer within the interval is out. It returns ctx's error, or the first load that
-// failed.
+// answer within the interval is out. It returns ctx's error (also when ctx ended during a
+// load), or the first load that failed.
 func (c *Checker) Run(ctx context.Context) error {
 	interval := c.Interval
 	if interval <= 0 {
@@ -159,6 +159,9 @@ func (c *Checker) Run(ctx context.Context) error {
 				return err
 			}
 			if err := LoadNft(ctx, c.Nft, rs); err != nil {
+				if ctx.Err() != nil { // nft killed by the cancel: a stop, not a failed load
+					return ctx.Err()
+				}
 				return err
 			}
 			if c.Log != nil {

@@ -174,6 +174,7 @@ func (h *Handler) like(w *http1.Response, r *http1.Request, seg []byte) {
 }
 
 func (h *Handler) health(w *http1.Response) {
+	w.Probe = true // a balancer's check: not a request that keeps `supervisor drain` waiting
 	ctx, cancel := context.WithTimeout(context.Background(), h.healthT)
 	defer cancel()
 	if err := h.store.Ping(ctx); err != nil {

@@ -580,7 +580,9 @@ func (c *conn) appendResponse(keepAlive, head bool) {
 		out = append(out, w.Body...)
 	}
 	c.out = out
-	s.requests.Add(1)
+	if !w.Probe {
+		s.requests.Add(1)
+	}
 }
 
 // flush writes the queued responses. It returns false when the connection is dead.

@@ -40,6 +40,10 @@ type Response struct {
 	Body []byte
 	// Close asks the server to close the connection after this response.
 	Close bool
+	// Probe marks the answer to a health check: it is not counted in Stats.Requests. A
+	// balancer checks a drained host on (HAProxy's httpchk, every inter), and `supervisor
+	// drain` waits for that counter to stand still.
+	Probe bool
 
 	header []byte
 }
@@ -68,6 +72,7 @@ func (w *Response) reset() {
 	w.ContentType = ""
 	w.Body = w.Body[:0]
 	w.Close = false
+	w.Probe = false
 	w.header = w.header[:0]
 }
 

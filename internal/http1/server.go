@@ -116,7 +116,7 @@ type Server struct {
 
 // Stats are a server's counters since it started.
 type Stats struct {
-	Requests    uint64 // requests answered, including protocol errors
+	Requests    uint64 // requests answered, including protocol errors; not health checks (Response.Probe)
 	Accepted    uint64 // connections accepted
 	Connections int64  // connections open now
 	// LoopConnections is TransportLoop's open connections per loop, in the loops' order

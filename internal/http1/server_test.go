@@ -23,6 +23,8 @@ func echo(w *Response, r *Request) {
 		time.Sleep(300 * time.Millisecond)
 	case "/panic":
 		panic("boom")
+	case "/probe":
+		w.Probe = true
 	}
 	w.ContentType = "text/plain"
 	w.Body = fmt.Appendf(w.Body, "%s %s ?%s|%s", r.Method, r.Path, r.Query, r.Body)
@@ -574,5 +576,24 @@ func testSetKeepAlive(t *testing.T, transport string) {
 		if got := get(c3, r3); got.header["connection"] == "close" {
 			t.Errorf("keep-alive on again, request %d: %+v, want keep-alive", i, got)
 		}
+	}
+}
+
+func TestProbeNotCounted(t *testing.T) { forTransports(t, testProbeNotCounted) }
+
+// testProbeNotCounted: health checks (Response.Probe) are answered but not counted, so a
+// balancer's checks of a drained host do not keep `supervisor drain` waiting; the next
+// request on the same connection is counted again (the mark is reset per request).
+func testProbeNotCounted(t *testing.T, transport string) {
+	s := &Server{Transport: transport}
+	c, r := dial(t, startServer(t, s))
+	for i, path := range []string{"/probe", "/probe", "/1", "/probe"} {
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		if got, err := readResponse(r); err != nil || got.status != 200 {
+			t.Fatalf("request %d, GET %s: %+v, %v", i, path, got, err)
+		}
+	}
+	if n := s.Stats().Requests; n != 1 {
+		t.Errorf("Stats().Requests = %d after three probes and one request, want 1", n)
 	}
 }
