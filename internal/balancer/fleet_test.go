@@ -116,7 +116,7 @@ func newFleet(t *testing.T) *fleet {
 	for i, h := range f.net.Hosts {
 		cmd := fleetns.Command(h.Name, bin, "-drain-timeout=2s")
 		cmd.Env = []string{"SQLITE_PATH=" + db, "PRODUCTS_PATH=" + filepath.Join(dir, "products.db"),
-			"JWT_SECRET=twelve-dollar-challenge", "HOST=" + h.Addr, "PORT=" + strconv.Itoa(hostPort),
+			"JWT_SECRET=twelve-dollar-challenge", "ALLOW_CHALLENGE_SECRET=1", "HOST=" + h.Addr, "PORT=" + strconv.Itoa(hostPort),
 			"WORKER_ID=" + strconv.Itoa(i), "PATH=" + os.Getenv("PATH")}
 		f.workers = append(f.workers, proctest.Start(t, cmd))
 		// The agents answer from this namespace's end of the balancer's link, which the
