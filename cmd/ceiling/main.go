@@ -31,6 +31,11 @@
 // CPU quota (20 % of one core by default, as the published entries were measured), the
 // user journey's search for the most users it holds (internal/journey), the server's CPU
 // per request, and the Node peer's score in the same run (-peer-feed).
+//
+// `fleet` (root) runs H hosts, each a network namespace with its own cluster in a CPU
+// quota, behind each balancer (HAProxy, nftables DNAT, none) and says per workload at which
+// H the balancer becomes the limit, with its CPU per request beside the servers'
+// (DIR/fleet/ceiling.json; docs/fleet.md).
 package main
 
 import (
@@ -61,6 +66,8 @@ const usage = `usage:
   ceiling model [-results DIR|FILE,...] [-csv FILE,...] [-fit-max-n 2] [-cores 12] [-nic 10g] [-max-cores 64] [-plots DIR]
   ceiling challenge [-instances N] [-cpu 0.2] [-users N] [-time-scale 2] [-ramp 30s] [-hold 1m] [-peer-feed DIR]
                 [-load-hosts user@host,... -server-host ADDR] ...
+  ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
+                [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
 Run 'ceiling COMMAND -h' for a command's flags.`
 
@@ -81,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runPin(args[1:], stderr)
 	case "challenge":
 		return runChallenge(ctx, args[1:], getenv, stdout, stderr)
+	case "fleet":
+		return runFleet(ctx, args[1:], getenv, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil

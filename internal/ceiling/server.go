@@ -77,7 +77,7 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	case mode == ModeCluster:
 		env = append(env, "LOG_LEVEL=warn")
 		argv = []string{s.cfg.Supervisor, "run", "-config", s.cfg.ClusterConfig, "-instances", strconv.Itoa(n),
-			"-listen", net.JoinHostPort(s.cfg.ListenHost, "0"), "-socket", srv.socket, "-log-level", "warn"}
+			"-listen", net.JoinHostPort(s.cfg.ListenHost, strconv.Itoa(s.cfg.ListenPort)), "-socket", srv.socket, "-log-level", "warn"}
 	default:
 		// info: the worker's "serving" line says which port it bound.
 		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))
@@ -85,6 +85,9 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	}
 	if srv.CPUs != nil {
 		argv = s.cfg.Pin(srv.CPUs, argv)
+	}
+	if s.cfg.Wrap != nil {
+		argv = s.cfg.Wrap(argv)
 	}
 	if err := s.spawn(srv, "server", "", argv, env); err != nil {
 		return nil, err

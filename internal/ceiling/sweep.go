@@ -163,6 +163,13 @@ type SweepConfig struct {
 	// ListenHost is the address the cluster and the single worker listen on (port 0);
 	// default 127.0.0.1. With LoadHosts: one every host reaches.
 	ListenHost string
+	// ListenPort is the cluster's port; default 0, any free one. `ceiling fleet` gives every
+	// host the same one, as the nftables balancer's DNAT needs.
+	ListenPort int
+	// Wrap, when set, rewrites the server's command line after pinning: `ceiling fleet`
+	// runs each host's cluster in its network namespace (nsenter) and CPU quota. It must
+	// exec the command so that the pid stays the server's.
+	Wrap func(argv []string) []string
 	// LoadHosts: run the generator on these hosts over ssh (see LoadHosts); zero: here.
 	LoadHosts LoadHosts
 	// Progress: keep this file (ProgressFile in the results directory) saying which run is

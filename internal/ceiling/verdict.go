@@ -14,6 +14,9 @@ const (
 	VerdictFD        = "fd"        // connections failed: descriptor limits or a full accept queue
 	VerdictSQLite    = "sqlite"    // a writing workload waits on the database's one write lock
 	VerdictUnclear   = "unclear"   // none of the above crossed its threshold
+	// VerdictBalancer: the balancer in front of a fleet (`ceiling fleet`, HAProxy) has its
+	// cores full: more hosts behind it add nothing.
+	VerdictBalancer = "balancer"
 	// VerdictHostBusy: other work on the host (processes that are neither the server nor
 	// the generator, steal) took more than Thresholds.OtherCores during the run, so its
 	// figures are not the server's alone; such runs are left out of the model.
@@ -121,6 +124,15 @@ type Evidence struct {
 	BaselineCPUUs float64 // the same workload's on one worker; 0 unknown
 	// WritePath is the cluster's write counters over the run (writes.go); nil unknown.
 	WritePath *WritePath
+
+	// ServerCoreLimit, when > 0, is the servers' share of cores where CPU quotas hold
+	// them (a fleet's hosts at 0.4 of a core each: 0.8), in place of ServerCores.
+	ServerCoreLimit float64
+	// BalancerBusyCores is the balancer's process tree's CPU seconds per wall second
+	// (HAProxy), and BalancerCores the cores (or quota) it was given; 0: no balancer
+	// process to judge (none, or the kernel's DNAT).
+	BalancerBusyCores float64
+	BalancerCores     float64
 }
 
 // EvidenceOf collects a run's evidence (baselineP99 from the same workload at N=1).
@@ -152,10 +164,14 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 // (the link full while the cores are not), generator (the offered load was the limit),
 // cpu of the host (no idle CPU left anywhere: shared cores or other processes), writes (the
 // workers' write counters show connections parked on writes or the committer full,
-// writes.go), sqlite; otherwise unclear.
+// writes.go), sqlite; otherwise unclear. A fleet's run (`ceiling fleet`) is judged
+// balancer, after fd and before the rest, when the balancer's cores are full.
 func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	t = t.withDefaults()
 	cores := float64(e.ServerCores)
+	if e.ServerCoreLimit > 0 {
+		cores = e.ServerCoreLimit
+	}
 	cpu := fmt.Sprintf("server CPU %.0f%% of %.0f%%", 100*e.ServerBusyCores, 100*cores)
 
 	if e.GenSaturated {
@@ -175,6 +191,11 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 			ev += ": " + fdText
 		}
 		return VerdictFD, ev
+	}
+	if e.BalancerCores > 0 && e.BalancerBusyCores >= t.CPUBusy*e.BalancerCores {
+		// Before the servers' cpu: with the balancer full, hosts added behind it (or
+		// servers with room) cannot raise the rate.
+		return VerdictBalancer, fmt.Sprintf("balancer CPU %.0f%% of %.0f%% (%s)", 100*e.BalancerBusyCores, 100*e.BalancerCores, cpu)
 	}
 	if e.Writes && e.BaselineCPUUs > 0 && e.CPUUs >= t.SQLiteCPUGrowth*e.BaselineCPUUs {
 		return VerdictSQLite, fmt.Sprintf("writes; CPU per request %.1fx the smallest N's (%.1f -> %.1f us): connections reset each other's page caches and retry the write lock; %s",

@@ -10,7 +10,8 @@
 // This namespace gets a route to 10.233.S.0/24 through the balancer, so a test reaches
 // every host directly too (its agent, its server). Nothing is sent anywhere else. The
 // hosts share this machine's processes and files, not its network; a process runs in one
-// with Command (nsenter). Everything is removed when the test ends, failed or not.
+// with Command (nsenter). Everything is removed when the test ends, failed or not (Make:
+// when its cleanup is called).
 // Where namespaces cannot be had it skips the test with the reason (fails it where CI
 // requires the programs: package proctest).
 package fleetns
@@ -41,6 +42,9 @@ type Net struct {
 	LB NS
 	// Hosts are the hosts' namespaces.
 	Hosts []NS
+	// OuterLink is this namespace's end of the link to the balancer (its counters in
+	// /sys/class/net/NAME/statistics are every byte between the clients and the fleet).
+	OuterLink string
 }
 
 // Check skips tb (fails it in CI) unless this process can make the fleet.
@@ -60,64 +64,84 @@ func Check(tb testing.TB) {
 func New(t testing.TB, n int) *Net {
 	t.Helper()
 	Check(t)
+	f, cleanup, err := Make(n)
+	t.Cleanup(cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Make makes a balancer namespace with n hosts behind it outside a test (`ceiling fleet`);
+// cleanup removes everything made, also after an error, and must be called. Needs root.
+func Make(n int) (f *Net, cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
 	if n < 1 || n > 60 {
-		t.Fatalf("fleetns.New: %d hosts: want 1 to 60", n)
+		return nil, cleanup, fmt.Errorf("make fleet: %d hosts: want 1 to 60", n)
+	}
+	sh := func(argv ...string) {
+		if err != nil {
+			return
+		}
+		if b, e := exec.Command(argv[0], argv[1:]...).CombinedOutput(); e != nil {
+			err = fmt.Errorf("make fleet: %s: %v: %s", strings.Join(argv, " "), e, b)
+		}
+	}
+	newNS := func(name string) {
+		sh("ip", "netns", "add", name)
+		if err == nil {
+			undo = append(undo, func() { exec.Command("ip", "netns", "del", name).Run() })
+		}
+		sh("ip", "-n", name, "link", "set", "lo", "up")
+	}
+	// link makes a veth pair from namespace a ("" for this one) to namespace b, with a /30.
+	link := func(a, aName, aAddr, b, bName, bAddr string) {
+		in := func(ns string, args ...string) []string {
+			if ns == "" {
+				return append([]string{"ip"}, args...)
+			}
+			return append([]string{"ip", "-n", ns}, args...)
+		}
+		sh(in(a, "link", "add", aName, "type", "veth", "peer", "name", bName, "netns", b)...)
+		if a == "" && err == nil { // deleting a namespace deletes its ends; this one's needs its own removal
+			undo = append(undo, func() { exec.Command("ip", "link", "del", aName).Run() })
+		}
+		sh(in(a, "addr", "add", aAddr+"/30", "dev", aName)...)
+		sh(in(a, "link", "set", aName, "up")...)
+		sh(in(b, "addr", "add", bAddr+"/30", "dev", bName)...)
+		sh(in(b, "link", "set", bName, "up")...)
 	}
 	s := 1 + rand.IntN(250) // names and addresses unique per run
 	tag := fmt.Sprintf("fl%d", s)
 	addr := func(i int) string { return fmt.Sprintf("10.233.%d.%d", s, i) }
-	f := &Net{Outer: addr(1), LB: NS{Name: tag + "lb", Addr: addr(2)}}
+	f = &Net{Outer: addr(1), LB: NS{Name: tag + "lb", Addr: addr(2)}, OuterLink: tag + "l0"}
 
 	lb := f.LB.Name
-	newNS(t, lb)
-	outer, inner := tag+"l0", tag+"l1"
-	link(t, "", outer, f.Outer, lb, inner, f.LB.Addr)
-	sh(t, "ip", "netns", "exec", lb, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-	sh(t, "ip", "route", "add", fmt.Sprintf("10.233.%d.0/24", s), "via", f.LB.Addr)
-	t.Cleanup(func() { exec.Command("ip", "route", "del", fmt.Sprintf("10.233.%d.0/24", s)).Run() })
+	newNS(lb)
+	link("", f.OuterLink, f.Outer, lb, tag+"l1", f.LB.Addr)
+	sh("ip", "netns", "exec", lb, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	sh("ip", "route", "add", fmt.Sprintf("10.233.%d.0/24", s), "via", f.LB.Addr)
+	if err == nil {
+		undo = append(undo, func() { exec.Command("ip", "route", "del", fmt.Sprintf("10.233.%d.0/24", s)).Run() })
+	}
 	for i := range n {
 		h := NS{Name: fmt.Sprintf("%sh%d", tag, i), Addr: addr(4*i + 6)}
-		newNS(t, h.Name)
+		newNS(h.Name)
 		gw := addr(4*i + 5)
-		link(t, lb, fmt.Sprintf("%sh%da", tag, i), gw, h.Name, fmt.Sprintf("%sh%db", tag, i), h.Addr)
-		sh(t, "ip", "-n", h.Name, "route", "add", "default", "via", gw)
+		link(lb, fmt.Sprintf("%sh%da", tag, i), gw, h.Name, fmt.Sprintf("%sh%db", tag, i), h.Addr)
+		sh("ip", "-n", h.Name, "route", "add", "default", "via", gw)
 		f.Hosts = append(f.Hosts, h)
 	}
-	sh(t, "ip", "-n", lb, "route", "add", "default", "via", f.Outer)
-	return f
-}
-
-func newNS(t testing.TB, name string) {
-	t.Helper()
-	sh(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	sh(t, "ip", "-n", name, "link", "set", "lo", "up")
-}
-
-// link makes a veth pair from namespace a ("" for this one) to namespace b, with a /30.
-func link(t testing.TB, a, aName, aAddr, b, bName, bAddr string) {
-	t.Helper()
-	in := func(ns string, args ...string) []string {
-		if ns == "" {
-			return append([]string{"ip"}, args...)
-		}
-		return append([]string{"ip", "-n", ns}, args...)
+	sh("ip", "-n", lb, "route", "add", "default", "via", f.Outer)
+	if err != nil {
+		return nil, cleanup, err
 	}
-	sh(t, in(a, "link", "add", aName, "type", "veth", "peer", "name", bName, "netns", b)...)
-	if a == "" { // deleting a namespace deletes its ends; this one's needs its own removal
-		t.Cleanup(func() { exec.Command("ip", "link", "del", aName).Run() })
-	}
-	sh(t, in(a, "addr", "add", aAddr+"/30", "dev", aName)...)
-	sh(t, in(a, "link", "set", aName, "up")...)
-	sh(t, in(b, "addr", "add", bAddr+"/30", "dev", bName)...)
-	sh(t, in(b, "link", "set", bName, "up")...)
-}
-
-func sh(t testing.TB, argv ...string) {
-	t.Helper()
-	if b, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, b)
-	}
+	return f, cleanup, nil
 }
 
 // Wrap returns a command-line rewriter that runs argv in namespace ns: nsenter joins the
