@@ -37,28 +37,40 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var buildWorker struct {
-	sync.Once
-	path string
+// builds caches the binaries built by buildOnce, by the directory they go to.
+var builds sync.Map // dir name -> *build
+
+type build struct {
+	once sync.Once
+	dir  string
 	err  error
+}
+
+// buildOnce builds the packages into binDir/name once per test binary and returns that
+// directory.
+func buildOnce(t testing.TB, name string, pkgs ...string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(name, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir := filepath.Join(binDir, name)
+		args := append([]string{"build", "-o", dir + "/"}, pkgs...)
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+			return
+		}
+		b.dir = dir
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.dir
 }
 
 // workerBinary builds cmd/worker once per test binary.
 func workerBinary(t testing.TB) string {
 	t.Helper()
-	buildWorker.Do(func() {
-		path := filepath.Join(binDir, "worker")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/onehost/onehost/cmd/worker").CombinedOutput()
-		if err != nil {
-			buildWorker.err = fmt.Errorf("build worker: %v\n%s", err, out)
-			return
-		}
-		buildWorker.path = path
-	})
-	if buildWorker.err != nil {
-		t.Fatal(buildWorker.err)
-	}
-	return buildWorker.path
+	return filepath.Join(buildOnce(t, "worker", "github.com/onehost/onehost/cmd/worker"), "worker")
 }
 
 // agent is a tiny agent-check responder: each connection gets the current reply line.

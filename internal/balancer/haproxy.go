@@ -3,6 +3,7 @@ package balancer
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -77,7 +78,7 @@ type HAProxyParams struct {
 // naming the field.
 func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	const what = "render haproxy config"
-	balance := or(p.Balance, "roundrobin")
+	balance := cmp.Or(p.Balance, "roundrobin")
 	if balance != "roundrobin" && balance != "leastconn" {
 		return nil, fmt.Errorf("%s: Balance %q: want roundrobin or leastconn", what, p.Balance)
 	}
@@ -87,7 +88,7 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	var servers strings.Builder
 	seen := map[string]bool{}
 	for i, s := range p.Servers {
-		name := or(s.Name, "h"+strconv.Itoa(i))
+		name := cmp.Or(s.Name, "h"+strconv.Itoa(i))
 		if !validName(name) {
 			return nil, fmt.Errorf("%s: Servers[%d].Name %q: use letters, digits, '-', '_' and '.'", what, i, name)
 		}
@@ -115,20 +116,20 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	if p.Threads > 0 {
 		nbthread = "    nbthread " + strconv.Itoa(p.Threads)
 	}
-	sock, state := or(p.StatsSocket, DefaultStatsSocket), or(p.StateFile, DefaultStateFile)
+	sock, state := cmp.Or(p.StatsSocket, DefaultStatsSocket), cmp.Or(p.StateFile, DefaultStateFile)
 	for field, path := range map[string]string{"StatsSocket": sock, "StateFile": state} {
 		if !filepath.IsAbs(path) {
 			return nil, fmt.Errorf("%s: %s %q is not absolute (HAProxy would resolve it against its working directory)", what, field, path)
 		}
 	}
 	return render(what, tmpl, map[string]string{
-		"@LISTEN@":       or(p.Listen, DefaultListen),
+		"@LISTEN@":       cmp.Or(p.Listen, DefaultListen),
 		"@SERVERS@":      strings.TrimSuffix(servers.String(), "\n"),
 		"@BALANCE@":      balance,
 		"@AGENT_PORT@":   strconv.Itoa(orInt(p.AgentPort, DefaultAgentPort)),
 		"@CHECK_INTER@":  ms(p.CheckInter),
 		"@AGENT_INTER@":  ms(p.AgentInter),
-		"@HEALTH_PATH@":  or(p.HealthPath, DefaultHealthPath),
+		"@HEALTH_PATH@":  cmp.Or(p.HealthPath, DefaultHealthPath),
 		"@BUFSIZE@":      strconv.Itoa(orInt(p.BufSize, DefaultBufSize)),
 		"@RETRIES@":      strconv.Itoa(orInt(p.Retries, DefaultRetries)),
 		"@MAXCONN@":      maxconn,
@@ -153,13 +154,6 @@ func ms(d time.Duration) string {
 		d = DefaultInter
 	}
 	return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func orInt(v, def int) int {

@@ -34,30 +34,12 @@ const RollRoundsEnv = "ONEHOST_ROLL_ROUNDS"
 // rollAgentPort is where each host's supervisor answers HAProxy's agent-check.
 const rollAgentPort = 9777
 
-var buildRoll struct {
-	sync.Once
-	dir string
-	err error
-}
-
 // rollBinaries builds cmd/supervisor, cmd/worker (beside it: the supervisor's default
 // command) and bench/autocannon once per test binary, into one directory.
 func rollBinaries(t testing.TB) string {
 	t.Helper()
-	buildRoll.Do(func() {
-		dir := filepath.Join(binDir, "roll")
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/onehost/onehost/cmd/supervisor",
-			"github.com/onehost/onehost/cmd/worker", "github.com/onehost/onehost/bench/autocannon").CombinedOutput()
-		if err != nil {
-			buildRoll.err = fmt.Errorf("build supervisor, worker, autocannon: %v\n%s", err, out)
-			return
-		}
-		buildRoll.dir = dir
-	})
-	if buildRoll.err != nil {
-		t.Fatal(buildRoll.err)
-	}
-	return buildRoll.dir
+	return buildOnce(t, "roll", "github.com/onehost/onehost/cmd/supervisor",
+		"github.com/onehost/onehost/cmd/worker", "github.com/onehost/onehost/bench/autocannon")
 }
 
 // rollHost is one namespace host running a real `supervisor run` with two real workers,
