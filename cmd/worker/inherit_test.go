@@ -22,33 +22,8 @@ import (
 func TestInheritedSocketAndIPC(t *testing.T) { forTransports(t, testInheritedSocketAndIPC) }
 
 func testInheritedSocketAndIPC(t *testing.T, transport string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	lf, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	sup, child, err := ipc.Pair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
-
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = []string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "SQLITE_PATH=" + seedtest.Path(t),
-		"LISTEN_FDS=1", ipc.EnvFD + "=4", ipc.EnvWorkerID + "=3", "TRANSPORT=" + transport,
-		"GOMAXPROCS=2"} // two loops on the loop transport, whatever the machine
-	cmd.ExtraFiles = []*os.File{lf, child}
-	var logs strings.Builder
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	child.Close() // only the worker holds its end now: its exit is our EOF
+	ln, sup, cmd, logs := startInherited(t, ipc.EnvWorkerID+"=3", "TRANSPORT="+transport,
+		"GOMAXPROCS=2") // two loops on the loop transport, whatever the machine
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	defer func() {
@@ -177,4 +152,38 @@ func readHTTP(br *bufio.Reader) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(status), nil
+}
+
+// startInherited starts the test binary as a worker the way the supervisor does: the
+// listening socket at fd 3, the ipc socketpair at fd 4, env added to the worker's base
+// environment. The listener and the supervisor's end close at the test's end; the caller
+// waits for the process.
+func startInherited(t *testing.T, env ...string) (net.Listener, *ipc.Conn, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lf, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	sup, child, err := ipc.Pair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Close() })
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append([]string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "SQLITE_PATH=" + seedtest.Path(t),
+		"LISTEN_FDS=1", ipc.EnvFD + "=4"}, env...)
+	cmd.ExtraFiles = []*os.File{lf, child}
+	logs := &strings.Builder{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close() // only the worker holds its end now: its exit is our EOF
+	return ln, sup, cmd, logs
 }

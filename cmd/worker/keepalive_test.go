@@ -6,13 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/onehost/onehost/internal/ipc"
-	"github.com/onehost/onehost/internal/seedtest"
 )
 
 // TestKeepAliveOverIPC plays the supervisor of `supervisor drain` and `ready`: a keepalive
@@ -22,31 +18,7 @@ import (
 func TestKeepAliveOverIPC(t *testing.T) { forTransports(t, testKeepAliveOverIPC) }
 
 func testKeepAliveOverIPC(t *testing.T, transport string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	lf, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	sup, child, err := ipc.Pair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = []string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "SQLITE_PATH=" + seedtest.Path(t),
-		"LISTEN_FDS=1", ipc.EnvFD + "=4", "TRANSPORT=" + transport, "GOMAXPROCS=1"}
-	cmd.ExtraFiles = []*os.File{lf, child}
-	var logs strings.Builder
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	child.Close()
+	ln, sup, cmd, logs := startInherited(t, "TRANSPORT="+transport, "GOMAXPROCS=1")
 	defer func() {
 		cmd.Process.Kill()
 		cmd.Wait()
