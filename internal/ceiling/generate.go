@@ -113,7 +113,9 @@ func (s *Sweeper) runGen(ctx context.Context, gen string, argv []string) (genRes
 	return res, nil
 }
 
-// probe sends one request of the workload and fails unless it is answered 2xx or 3xx.
+// probe sends one request of the workload and fails unless it is answered 2xx or 3xx,
+// and, for a workload that asks for a content coding, in that coding: a server that
+// answers identity would be measured under the coding's name.
 func probe(ctx context.Context, addr string, wl Workload) error {
 	method := wl.Method
 	if method == "" || wl.WrkScript != "" {
@@ -143,6 +145,10 @@ func probe(ctx context.Context, addr string, wl Workload) error {
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		return fmt.Errorf("probe %s %s: %s (route missing in this worker?)", method, wl.Path, resp.Status)
+	}
+	if want := requestedCoding(wl.Name); want != "" && !strings.EqualFold(resp.Header.Get("Content-Encoding"), want) {
+		return fmt.Errorf("probe %s %s: asked Accept-Encoding: %s, answered Content-Encoding %q: this server does not compress the route (is compression on for it?)",
+			method, wl.Path, want, resp.Header.Get("Content-Encoding"))
 	}
 	return nil
 }

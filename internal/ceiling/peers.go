@@ -32,8 +32,13 @@ import (
 //   - ModeNginx: nginx with N worker processes serving the static page from disk
 //     (configs/nginx/static.conf through package frontproxy), for the static workload.
 //
-// peerWorkload is the one workload each peer stands in for.
-var peerWorkload = map[string]string{ModePM2: "heavy", ModeNginx: "static"}
+// peerWorkload is the one workload each peer stands in for; peerCodings the content
+// codings it serves that workload in (nginx's gzip_static sends the .gz beside the page;
+// Debian's nginx has no brotli or zstd without extra modules).
+var (
+	peerWorkload = map[string]string{ModePM2: "heavy", ModeNginx: "static"}
+	peerCodings  = map[string][]string{ModeNginx: {"gzip"}}
+)
 
 func isPeer(mode string) bool { _, ok := peerWorkload[mode]; return ok }
 
@@ -45,7 +50,8 @@ func ServesWorkload(mode, workload string) bool {
 		return mode == ModeCluster || mode == ModePM2
 	}
 	if w, ok := peerWorkload[mode]; ok {
-		return w == workload
+		base, coding, encoded := strings.Cut(workload, "+")
+		return w == base && (!encoded || slices.Contains(peerCodings[mode], coding))
 	}
 	return true
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/onehost/onehost/internal/contentcoding"
 	"github.com/onehost/onehost/internal/loadhosts"
 )
 
@@ -46,25 +47,59 @@ func DefaultWorkloads(mixScript string) []Workload {
 	}
 }
 
-// SelectWorkloads returns the named workloads of all, in all's order.
+// SelectWorkloads returns the named workloads of all, in all's order, each NAME+CODING
+// right after NAME's place: "static+br" is the static workload asking for that content
+// coding (Accept-Encoding: br), for gzip, zstd or br. The coding is a dimension of the
+// workload, so a run's bytes per request, its model and its NIC verdict are the encoded
+// ones.
 func SelectWorkloads(all []Workload, names []string) ([]Workload, error) {
-	var out []Workload
+	var known []string
+	for _, w := range all {
+		known = append(known, w.Name)
+	}
 	for _, n := range names {
-		i := slices.IndexFunc(all, func(w Workload) bool { return w.Name == n })
+		base, coding, encoded := strings.Cut(n, "+")
+		i := slices.IndexFunc(all, func(w Workload) bool { return w.Name == base })
 		if i < 0 {
-			var known []string
-			for _, w := range all {
-				known = append(known, w.Name)
-			}
-			return nil, fmt.Errorf("select workloads: unknown workload %q (known: %s)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("select workloads: unknown workload %q (known: %s, each also as NAME+gzip, +zstd or +br)", n, strings.Join(known, ", "))
+		}
+		if !encoded {
+			continue
+		}
+		if c, err := contentcoding.Parse(coding); err != nil || c == contentcoding.Identity {
+			return nil, fmt.Errorf("select workloads: %q: want NAME+gzip, NAME+zstd or NAME+br", n)
+		}
+		if all[i].WrkScript != "" {
+			return nil, fmt.Errorf("select workloads: %q: %s runs on a wrk script that sets its own headers; measure its routes one by one", n, base)
 		}
 	}
+	var out []Workload
 	for _, w := range all {
 		if slices.Contains(names, w.Name) {
 			out = append(out, w)
 		}
+		for _, n := range names {
+			base, coding, encoded := strings.Cut(n, "+")
+			if encoded && base == w.Name && !slices.ContainsFunc(out, func(o Workload) bool { return o.Name == n }) {
+				c, _ := contentcoding.Parse(coding) // checked above
+				out = append(out, withCoding(w, c))
+			}
+		}
 	}
 	return out, nil
+}
+
+// withCoding is w asking for content coding c.
+func withCoding(w Workload, c contentcoding.Coding) Workload {
+	w.Name += "+" + c.String()
+	w.Headers = append(slices.Clip(w.Headers), "Accept-Encoding: "+c.String())
+	return w
+}
+
+// requestedCoding is the content coding a workload asks for ("" none).
+func requestedCoding(name string) string {
+	_, coding, _ := strings.Cut(name, "+")
+	return coding
 }
 
 // SweepConfig configures a Sweeper. The zero value of each field is its documented

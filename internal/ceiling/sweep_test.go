@@ -2,6 +2,7 @@ package ceiling
 
 import (
 	"go.uber.org/zap"
+	"slices"
 
 	"context"
 	"encoding/json"
@@ -335,12 +336,73 @@ func TestSweeperLoadHostsSkips(t *testing.T) {
 
 func TestSelectWorkloads(t *testing.T) {
 	all := DefaultWorkloads("bench/mix.lua")
-	got, err := SelectWorkloads(all, []string{"mix", "heavy"})
-	if err != nil || len(got) != 2 || got[0].Name != "heavy" || got[1].Name != "mix" || !got[1].Writes {
-		t.Errorf("got %+v %v, want heavy then the writing mix (the defaults' order)", got, err)
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  []string // selected names in order; nil with wantErr
+		err   string   // a part of the error
+	}{
+		{"the defaults' order", []string{"mix", "heavy"}, []string{"heavy", "mix"}, ""},
+		{"unknown", []string{"nope"}, nil, "known: hello"},
+		{"encoded after plain", []string{"static+br", "hello", "static", "static+gzip"}, []string{"hello", "static", "static+br", "static+gzip"}, ""},
+		{"encoded alone", []string{"heavy+zstd"}, []string{"heavy+zstd"}, ""},
+		{"named twice", []string{"static+gzip", "static+gzip"}, []string{"static+gzip"}, ""},
+		{"unknown coding", []string{"static+deflate"}, nil, "NAME+gzip"},
+		{"identity is no coding", []string{"static+identity"}, nil, "NAME+gzip"},
+		{"unknown base", []string{"nope+gzip"}, nil, "unknown workload"},
+		{"the mix's script", []string{"mix+gzip"}, nil, "wrk script"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SelectWorkloads(all, tc.names)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, w := range got {
+				names = append(names, w.Name)
+				coding := requestedCoding(w.Name)
+				hasHeader := slices.Contains(w.Headers, "Accept-Encoding: "+coding)
+				if (coding != "") != hasHeader {
+					t.Errorf("%s: headers %q", w.Name, w.Headers)
+				}
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("selected %q, want %q", names, tc.want)
+			}
+			if tc.name == "the defaults' order" && !got[1].Writes {
+				t.Error("the mix does not write")
+			}
+		})
 	}
-	if _, err := SelectWorkloads(all, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "known: hello") {
-		t.Errorf("got %v, want an error listing the known workloads", err)
+	// The defaults' headers are not shared with an encoded copy.
+	got, _ := SelectWorkloads(all, []string{"heavy", "heavy+gzip"})
+	if len(got[0].Headers) != 1 || len(got[1].Headers) != 2 {
+		t.Errorf("heavy headers %q, heavy+gzip %q", got[0].Headers, got[1].Headers)
+	}
+}
+
+func TestServesEncodedWorkload(t *testing.T) {
+	for _, tc := range []struct {
+		mode, workload string
+		want           bool
+	}{
+		{ModeCluster, "heavy+br", true},
+		{ModeNginx, "static", true},
+		{ModeNginx, "static+gzip", true}, // gzip_static
+		{ModeNginx, "static+br", false},  // no brotli module in Debian's nginx
+		{ModeNginx, "heavy+gzip", false},
+		{ModePM2, "heavy", true},
+		{ModePM2, "heavy+gzip", false}, // the peer has no @fastify/compress
+	} {
+		if got := ServesWorkload(tc.mode, tc.workload); got != tc.want {
+			t.Errorf("ServesWorkload(%s, %s) = %v, want %v", tc.mode, tc.workload, got, tc.want)
+		}
 	}
 }
 

@@ -297,6 +297,16 @@ func TestStaticFromDisk(t *testing.T) {
 		t.Fatalf("GET /static/catalog.html = %d %q ETag %q (%d bytes), want 200 text/html, the file's %d bytes and an ETag",
 			got.Status, got.ContentType, etag, len(got.Body), len(file))
 	}
+	// gzip_static: the precompressed page beside the file, the bytes the worker embeds.
+	wantGz, err := os.ReadFile(filepath.Join(root, "catalog.html.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := do(t, client, "GET", px.URL()+"/static/catalog.html", "", "Accept-Encoding", "gzip")
+	if gz.Status != 200 || gz.Body != string(wantGz) || gz.header.Get("Content-Encoding") != "gzip" || gz.header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("GET /static/catalog.html Accept-Encoding: gzip = %d, %d bytes, Content-Encoding %q, Vary %q; want catalog.html.gz's %d bytes",
+			gz.Status, len(gz.Body), gz.header.Get("Content-Encoding"), gz.header.Get("Vary"), len(wantGz))
+	}
 	again := do(t, client, "GET", px.URL()+"/static/catalog.html", "", "If-None-Match", etag)
 	if again.Status != 304 || again.Body != "" {
 		t.Errorf("GET /static/catalog.html If-None-Match %s = %d with %d bytes, want 304 and no body", etag, again.Status, len(again.Body))

@@ -16,7 +16,13 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // A difference is reported at its first differing byte, with 60 bytes of context.
 func Check(tb testing.TB, name string, got []byte) {
 	tb.Helper()
-	path := filepath.Join("testdata", name)
+	CheckPath(tb, filepath.Join("testdata", name), got)
+}
+
+// CheckPath is Check for a file outside testdata/: one the package embeds or serves, made
+// by the test's code and committed, such as a page compressed ahead.
+func CheckPath(tb testing.TB, path string, got []byte) {
+	tb.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			tb.Fatal(err)

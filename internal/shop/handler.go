@@ -59,6 +59,7 @@ var (
 	errMethodNotAllowed = errors.New("method not allowed")
 	errPage             = errors.New("invalid query parameter page: want an integer from 1 to 250")
 	errPageTwice        = errors.New("invalid query parameter page: given more than once")
+	errNotAcceptable    = errors.New("not acceptable: Accept-Encoding refuses identity and every coding offered (br, zstd, gzip)")
 )
 
 // ServeHTTP1 answers one request. Every route is GET (and so HEAD).
@@ -76,7 +77,7 @@ func (h *Handler) ServeHTTP1(w *http1.Response, r *http1.Request) {
 	case HelloPath:
 		w.Body = append(w.Body[:0], `{"hello":"world"}`...)
 	case CatalogPath:
-		h.serveCatalog(w, r.Header("If-None-Match"), r.Header("If-Modified-Since"))
+		h.serveCatalog(w, r)
 	case ProductsAPIPath:
 		page, err := parsePage(r.Query)
 		if err != nil {
@@ -99,18 +100,29 @@ func (h *Handler) ServeHTTP1(w *http1.Response, r *http1.Request) {
 	}
 }
 
-func (h *Handler) serveCatalog(w *http1.Response, ifNoneMatch, ifModifiedSince []byte) {
+func (h *Handler) serveCatalog(w *http1.Response, r *http1.Request) {
 	c := &h.catalog
-	w.AddHeader("ETag", c.etag)
+	// Every answer of this route depends on Accept-Encoding, a 406 and a 304 too: a cache
+	// must not hand one client's br to another that cannot decode it.
+	w.AddHeader("Vary", "Accept-Encoding")
+	rep, ok := c.choose(r.Header("Accept-Encoding"))
+	if !ok {
+		h.fail(w, errNotAcceptable, false)
+		return
+	}
+	w.AddHeader("ETag", rep.etag)
 	w.AddHeader("Last-Modified", c.lastModified)
 	w.AddHeader("Cache-Control", catalogCacheControl)
-	if c.notModified(ifNoneMatch, ifModifiedSince) {
+	if c.notModified(rep.etag, r.Header("If-None-Match"), r.Header("If-Modified-Since")) {
 		w.Status = 304
 		return
 	}
+	if rep.encoding != "" {
+		w.AddHeader("Content-Encoding", rep.encoding)
+	}
 	w.ContentType = "text/html; charset=utf-8"
 	// A copy: the response buffer is the connection's, reused and appended to.
-	w.Body = append(w.Body[:0], c.body...)
+	w.Body = append(w.Body[:0], rep.body...)
 }
 
 // pageData is what the products page template renders.
@@ -197,6 +209,8 @@ func (h *Handler) fail(w *http1.Response, err error, html bool) {
 		status = 405
 	case errors.Is(err, errPage), errors.Is(err, errPageTwice):
 		status = 400
+	case errors.Is(err, errNotAcceptable):
+		status = 406
 	}
 	msg := err.Error()
 	if status == 500 {
