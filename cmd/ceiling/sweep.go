@@ -28,6 +28,7 @@ type common struct {
 	supervisor, worker, autocannon, wrk     string
 	config, seed, tokens, mixScript, secret string
 	workloads, n, genCPUs                   string
+	compress                                string
 	d, warmup                               time.Duration
 	connsPerWorker, pipelining, serverCPU0  int
 	hostBusyRepeats                         int
@@ -50,7 +51,8 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "token file for the mix (written into the scratch directory when missing)")
 	fs.StringVar(&c.mixScript, "mix-script", "bench/mix.lua", "wrk script of the challenge mix")
 	fs.StringVar(&c.secret, "jwt-secret", getenv("JWT_SECRET"), secretUsage)
-	fs.StringVar(&c.workloads, "workloads", defWorkloads, "workloads to run: mix, feed, heavy, hello, static")
+	fs.StringVar(&c.workloads, "workloads", defWorkloads, "workloads to run: mix, feed, heavy, hello, static; NAME+gzip, NAME+zstd or NAME+br asks for that content coding (static+br, heavy+gzip)")
+	fs.StringVar(&c.compress, "compress", "", "the worker's -compress for its dynamic routes (heavy, products), e.g. zstd,br,gzip:6; default: those three at their default levels when a workload asks for a coding, else off")
 	fs.StringVar(&c.genCPUs, "gen-cpus", "", "the generator's cores (default: those the server does not use, else all)")
 	fs.DurationVar(&c.d, "d", 3*time.Second, "measured duration per run (whole seconds)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measured run (whole seconds; 0 none)")
@@ -241,7 +243,7 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 		Supervisor: c.supervisor, Worker: c.worker, Autocannon: c.autocannon, Wrk: c.wrk,
 		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
 		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker, HostBusyRepeats: c.hostBusyRepeats,
-		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin,
+		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin, Compress: c.compress,
 		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, ceiling.ProgressFile),
 		Report: func(r ceiling.Run) {
 			fmt.Fprintln(stdout, r.Line())

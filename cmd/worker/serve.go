@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/onehost/onehost/internal/contentcoding"
 	"github.com/onehost/onehost/internal/feed"
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
@@ -50,6 +51,8 @@ type serveConfig struct {
 	// challengeSecret accepts the challenge's published secret on any address (the
 	// challenge's official checks); without it that secret is refused off loopback.
 	challengeSecret bool
+	// compress encodes the answers of the routes in it (routes.go); off by default.
+	compress compressConfig
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -83,6 +86,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"normal: a write is answered once committed to the WAL, durable against a crash of the process but not a power cut or kernel panic before the next checkpoint; full: the WAL is also synced at every (group) commit, durable against those too (env SYNCHRONOUS; docs/reliability.md)")
 	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
+	compress := fs.String("compress", envOr(getenv, "COMPRESS", "off"),
+		"content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: gzip[:1-9],zstd[:1-4],br[:1-11], e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed) (env COMPRESS)")
+	compressRoutes := fs.String("compress-routes", envOr(getenv, "COMPRESS_ROUTES", "heavy,products"),
+		"which routes -compress encodes: heavy (PATCH /api/resource/:id), products (/api/products, /products), feed (the challenge's API), hello (env COMPRESS_ROUTES)")
+	compressMin := fs.String("compress-min", envOr(getenv, "COMPRESS_MIN", strconv.Itoa(contentcoding.DefaultMinSize)),
+		"answers shorter than this many bytes go uncompressed (env COMPRESS_MIN)")
 	if v := getenv("ALLOW_CHALLENGE_SECRET"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -136,6 +145,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	} else if c.store.MmapSize = n; n == 0 {
 		c.store.MmapSize = -1 // feed.Options: negative is none, zero the default
 	}
+	cc, err := parseCompress(*compress, *compressRoutes, *compressMin)
+	if err != nil {
+		return c, err
+	}
+	c.compress = cc
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, seed-products, serve)", fs.Arg(0))
 	}
@@ -240,7 +254,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer store.Close()
 	handler, closeWorkloads, err := openWorkloads(ctx, cfg.products,
-		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), log)
+		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), cfg.compress, log)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,9 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 		return nil, fmt.Errorf("start server: copy seed: %w", err)
 	} else {
 		env = []string{"SQLITE_PATH=" + srv.db, "JWT_SECRET=" + s.cfg.JWTSecret}
+		if s.cfg.Compress != "" {
+			env = append(env, "COMPRESS="+s.cfg.Compress, "COMPRESS_ROUTES=heavy,products")
+		}
 	}
 	switch {
 	case s.appMode():

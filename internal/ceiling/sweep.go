@@ -195,6 +195,11 @@ type SweepConfig struct {
 	Report func(Run)
 	// Environ is the children's base environment; default os.Environ().
 	Environ []string
+	// Compress is our worker's COMPRESS (its dynamic routes' content codings, heavy and
+	// products). "": the three codings at their default levels when a workload asks for
+	// a coding (NAME+gzip), else off; "off": off. Identity workloads run beside encoded
+	// ones on the same server; their answers then carry Vary: Accept-Encoding, 23 bytes.
+	Compress string
 	// ListenHost is the address the cluster and the single worker listen on (port 0);
 	// default 127.0.0.1. With LoadHosts: one every host reaches.
 	ListenHost string
@@ -294,6 +299,9 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	}
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ()
+	}
+	if cfg.Compress == "" && slices.ContainsFunc(cfg.Workloads, func(w Workload) bool { return requestedCoding(w.Name) != "" }) {
+		cfg.Compress = "zstd,br,gzip"
 	}
 	if cfg.Pin == nil {
 		cfg.Pin = tasksetPin

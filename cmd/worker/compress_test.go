@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/onehost/onehost/internal/contentcoding"
+	"github.com/onehost/onehost/internal/seedtest"
+)
+
+// TestCompressedRoutes runs the real worker with -compress on the heavy and products
+// routes: each coding decodes to the golden body, small and error answers go plain with
+// Vary, the feed is untouched, and a worker without -compress never encodes.
+func TestCompressedRoutes(t *testing.T) {
+	db := seedtest.Path(t)
+	heavyGolden, err := os.ReadFile("../../internal/heavy/testdata/patch-123.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	productsGolden, err := os.ReadFile("../../internal/shop/testdata/products-page1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := startWorker(t, "SQLITE_PATH="+db, "COMPRESS=zstd,br,gzip", "COMPRESS_ROUTES=heavy,products")
+	off := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
+	heavyReq := func(addr string, accept string) ([]byte, string, string, int) {
+		resp, body := workloadReq(t, addr, "PATCH", "/api/resource/123", "application/json", `{"foo1":"bar"}`, "Accept-Encoding", accept)
+		return body, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"), resp.StatusCode
+	}
+	tests := []struct {
+		name     string
+		accept   string
+		encoding string
+		status   int
+	}{
+		{"gzip, as Go's client asks", "gzip", "gzip", 200},
+		{"zstd", "zstd", "zstd", 200},
+		{"br", "br", "br", 200},
+		{"the server's preference", "gzip, br, zstd", "zstd", 200},
+		{"the client's q first", "zstd;q=0.1, gzip", "gzip", 200},
+		{"identity", "identity", "", 200},
+		{"unknown coding", "compress", "", 200},
+		{"nothing acceptable", "identity;q=0, compress", "", 406},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, ce, vary, status := heavyReq(on.Addr, tt.accept)
+			if status != tt.status || ce != tt.encoding || vary != "Accept-Encoding" {
+				t.Fatalf("status %d Content-Encoding %q Vary %q, want %d %q Accept-Encoding", status, ce, vary, tt.status, tt.encoding)
+			}
+			if status != 200 {
+				return
+			}
+			k := contentcoding.Identity
+			if ce != "" {
+				k, _ = contentcoding.Parse(ce)
+			}
+			plain, err := contentcoding.Decompress(k, body, 1<<20)
+			if err != nil || !bytes.Equal(plain, heavyGolden) {
+				t.Fatalf("%s body (%d bytes) decodes to %d bytes, %v: not the golden answer", ce, len(body), len(plain), err)
+			}
+			if ce != "" && len(body) > len(heavyGolden)/5 {
+				t.Errorf("%s: %d bytes of %d", ce, len(body), len(heavyGolden))
+			}
+			// Off by default: the same request to a worker without -compress.
+			if b, ce, vary, _ := heavyReq(off.Addr, tt.accept); ce != "" || vary != "" || !bytes.Equal(b, heavyGolden) {
+				t.Errorf("without -compress: Content-Encoding %q Vary %q, %d bytes", ce, vary, len(b))
+			}
+		})
+	}
+
+	t.Run("products GET and HEAD", func(t *testing.T) {
+		resp, body := workloadReq(t, on.Addr, "GET", "/api/products?page=1", "", "", "Accept-Encoding", "br")
+		plain, err := contentcoding.Decompress(contentcoding.Br, body, 1<<20)
+		if resp.Header.Get("Content-Encoding") != "br" || err != nil || !bytes.Equal(plain, productsGolden) {
+			t.Fatalf("Content-Encoding %q, %v", resp.Header.Get("Content-Encoding"), err)
+		}
+		head, hb := workloadReq(t, on.Addr, "HEAD", "/api/products?page=1", "", "", "Accept-Encoding", "br")
+		if head.Header.Get("Content-Encoding") != "br" || head.Header.Get("Content-Length") != strconv.Itoa(len(body)) || len(hb) != 0 {
+			t.Errorf("HEAD: Content-Encoding %q Content-Length %q, GET sent %d bytes", head.Header.Get("Content-Encoding"), head.Header.Get("Content-Length"), len(body))
+		}
+	})
+	t.Run("errors and small bodies go plain", func(t *testing.T) {
+		resp, body := workloadReq(t, on.Addr, "PATCH", "/api/resource/x", "application/json", `{}`, "Accept-Encoding", "gzip")
+		if resp.StatusCode != 400 || resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "Accept-Encoding" || !bytes.HasPrefix(body, []byte(`{"error"`)) {
+			t.Errorf("400: Content-Encoding %q Vary %q %s", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"), body)
+		}
+	})
+	t.Run("routes not named stay plain", func(t *testing.T) {
+		for _, target := range []string{"/feed", "/api/hello"} {
+			resp, _ := workloadReq(t, on.Addr, "GET", target, "", "", "Accept-Encoding", "gzip")
+			if resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "" {
+				t.Errorf("%s: Content-Encoding %q Vary %q", target, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+			}
+		}
+	})
+}

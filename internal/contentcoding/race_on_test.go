@@ -1,0 +1,5 @@
+//go:build race
+
+package contentcoding
+
+const raceEnabled = true
