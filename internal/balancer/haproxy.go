@@ -430,7 +430,7 @@ func ParseStat(out string) ([]ServerStat, error) {
 			return nil, fmt.Errorf("read show stat: %w", err)
 		}
 		get := func(n string) string {
-			if i := col[n]; i < len(rec) {
+			if i, ok := col[n]; ok && i < len(rec) { // absent column (agent_status): ""
 				return rec[i]
 			}
 			return ""
