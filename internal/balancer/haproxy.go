@@ -388,6 +388,9 @@ type ServerStat struct {
 	Stot   int64 // sessions since start
 	Retr   int64 // retries
 	Redis  int64 // redispatches
+	// AgentStatus is the agent check's last result (show stat's agent_status: "L7OK" when
+	// the agent answered); "" where no agent check runs or the column is absent.
+	AgentStatus string
 }
 
 // Stat returns the backend's servers from show stat.
@@ -427,7 +430,7 @@ func ParseStat(out string) ([]ServerStat, error) {
 			return nil, fmt.Errorf("read show stat: %w", err)
 		}
 		get := func(n string) string {
-			if i := col[n]; i < len(rec) {
+			if i, ok := col[n]; ok && i < len(rec) { // absent column (agent_status): ""
 				return rec[i]
 			}
 			return ""
@@ -439,6 +442,7 @@ func ParseStat(out string) ([]ServerStat, error) {
 		stats = append(stats, ServerStat{
 			Name: get("svname"), Status: get("status"), Weight: int(num("weight")),
 			Scur: int(num("scur")), Stot: num("stot"), Retr: num("wretr"), Redis: num("wredis"),
+			AgentStatus: strings.TrimSpace(get("agent_status")),
 		})
 	}
 }

@@ -217,6 +217,11 @@ func TestParseStat(t *testing.T) {
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("ParseStat = %+v, want %+v", got, want)
 	}
+	// With agent_status (HAProxy 2.6 has it; the sample above stands for one without).
+	got, err = ParseStat("# pxname,svname,scur,stot,wretr,wredis,status,weight,agent_status\nhosts,h0,0,1,0,0,UP,100,L7OK\n")
+	if err != nil || len(got) != 1 || got[0].AgentStatus != "L7OK" {
+		t.Fatalf("ParseStat with agent_status = %+v, %v; want h0's agent L7OK", got, err)
+	}
 	if _, err := ParseStat("# pxname,svname\n"); err == nil {
 		t.Error("ParseStat accepted a header without scur")
 	}

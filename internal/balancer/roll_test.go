@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,6 +226,9 @@ type rollLoad struct {
 	getOK, patchOK         atomic.Int64
 	getFailed, patchFailed atomic.Int64
 	refused, dials         atomic.Int64
+	slow                   atomic.Int64 // requests that took over slowAfter (startPool)
+	slowAfter              time.Duration
+	maxLatency             atomic.Int64 // ns (startPool)
 	firstErr               atomic.Value // string
 	clients                int
 	cannons                []*exec.Cmd
@@ -234,7 +238,11 @@ type rollLoad struct {
 // rollFigures are what a load counted.
 type rollFigures struct {
 	Requests, GetFailed, PatchFailed, Refused, Reconnects int64
-	FirstErr                                              string
+	// Slow: requests (done or failed) that took over the pool's slowAfter, MaxLatency the
+	// longest (startPool only): the ones held on a dead link.
+	Slow       int64
+	MaxLatency time.Duration
+	FirstErr   string
 }
 
 func (f rollFigures) String() string {
@@ -242,12 +250,14 @@ func (f rollFigures) String() string {
 		f.Requests, f.GetFailed+f.PatchFailed, f.GetFailed, f.PatchFailed, f.Refused, f.Reconnects)
 }
 
-func startPool(url string, clients int) *rollLoad {
-	l := &rollLoad{clients: clients}
+// startPool starts clients goroutines, each one kept-alive connection; a request times out
+// after timeout (0: 10 s); one that takes over slowAfter (0: 1 s) is counted slow.
+func startPool(url string, clients int, timeout, slowAfter time.Duration) *rollLoad {
+	l := &rollLoad{clients: clients, slowAfter: cmp.Or(slowAfter, time.Second)}
 	for g := range clients {
 		l.wg.Go(func() {
 			d := net.Dialer{Timeout: 2 * time.Second}
-			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			c := &http.Client{Timeout: cmp.Or(timeout, 10*time.Second), Transport: &http.Transport{
 				MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,
 				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					l.dials.Add(1)
@@ -257,6 +267,7 @@ func startPool(url string, clients int) *rollLoad {
 			defer c.CloseIdleConnections()
 			for !l.stop.Load() {
 				var err error
+				t0 := time.Now()
 				if g%2 == 0 {
 					if err = getFeed(c, url); err == nil {
 						l.getOK.Add(1)
@@ -268,6 +279,11 @@ func startPool(url string, clients int) *rollLoad {
 						l.patchOK.Add(1)
 					} else {
 						l.patchFailed.Add(1)
+					}
+				}
+				if took := time.Since(t0); took > l.slowAfter {
+					l.slow.Add(1)
+					for m := l.maxLatency.Load(); int64(took) > m && !l.maxLatency.CompareAndSwap(m, int64(took)); m = l.maxLatency.Load() {
 					}
 				}
 				if err != nil {
@@ -329,6 +345,7 @@ func (l *rollLoad) end(t testing.TB) rollFigures {
 			Requests:  l.getOK.Load() + l.patchOK.Load() + l.getFailed.Load() + l.patchFailed.Load(),
 			GetFailed: l.getFailed.Load(), PatchFailed: l.patchFailed.Load(),
 			Refused: l.refused.Load(), Reconnects: l.dials.Load() - int64(l.clients),
+			Slow: l.slow.Load(), MaxLatency: time.Duration(l.maxLatency.Load()),
 		}
 		if s, ok := l.firstErr.Load().(string); ok {
 			f.FirstErr = s
@@ -482,7 +499,7 @@ func TestRoll(t *testing.T) {
 		if rollRounds(t) > 0 {
 			return startCannons(t, f.bin, url)
 		}
-		return startPool(url, 8)
+		return startPool(url, 8, 0, 0)
 	}
 	check := func(t *testing.T, what string, fig rollFigures, times []rollTimes) {
 		t.Helper()

@@ -246,6 +246,9 @@ func (f *Fleet) runFleet(ctx context.Context, round, h int) error {
 		}
 		sc := f.cfg.Sweep
 		sc.ListenHost, sc.ListenPort = host.Addr, f.cfg.Port
+		// Each host's supervisor is its agent, as in production: HAProxy's agent-check
+		// (configs/haproxy) asks it; the nftables and none runs do not.
+		sc.Agent = net.JoinHostPort(host.Addr, strconv.Itoa(balancer.DefaultAgentPort))
 		sc.WorkDir = filepath.Join(f.cfg.Sweep.WorkDir, fmt.Sprintf("fleet-r%d-h%d-%d", round, h, i))
 		if err := os.MkdirAll(sc.WorkDir, 0o755); err != nil {
 			return fmt.Errorf("fleet: %w", err)
@@ -301,9 +304,10 @@ func (f *Fleet) behind(ctx context.Context, round int, fh *fleetHosts, b string)
 		addr := net.JoinHostPort(lb.Addr, "8080")
 		hp, err := balancer.StartHAProxy(ctx, f.cfg.HAProxyTemplate, balancer.HAProxyOptions{
 			Dir: dir, Stderr: logf,
-			// No agent on the hosts here: HAProxy's HTTP check (/health) decides.
+			// The production rendering: the HTTP check on /health and the agent-check on
+			// every host's supervisor (-agent at DefaultAgentPort), each once a second.
 			Params: balancer.HAProxyParams{Listen: addr, Servers: servers, Threads: threads,
-				CheckInter: time.Second, AgentInter: 10 * time.Second},
+				AgentPort: balancer.DefaultAgentPort, CheckInter: time.Second, AgentInter: time.Second},
 			Wrap: func(argv []string) []string {
 				if f.cfg.BalancerCPUs != nil {
 					argv = f.cfg.Pin(f.cfg.BalancerCPUs, "", argv)
@@ -366,7 +370,7 @@ func (f *Fleet) behind(ctx context.Context, round int, fh *fleetHosts, b string)
 	return nil
 }
 
-// waitUp waits until HAProxy's show stat has n servers UP.
+// waitUp waits until HAProxy's show stat has n servers UP with their agent answering.
 func waitUp(ctx context.Context, hp *balancer.HAProxy, n int) error {
 	var last []balancer.ServerStat
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
@@ -374,7 +378,9 @@ func waitUp(ctx context.Context, hp *balancer.HAProxy, n int) error {
 		if err == nil {
 			up := 0
 			for _, s := range st {
-				if s.Status == "UP" {
+				// UP by the HTTP check, and the host's agent heard (the runs are behind the
+				// production config: agent-check on every host's supervisor).
+				if s.Status == "UP" && s.AgentStatus == "L7OK" {
 					up++
 				}
 			}
@@ -387,7 +393,7 @@ func waitUp(ctx context.Context, hp *balancer.HAProxy, n int) error {
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("haproxy: not %d servers UP after 15 s: %+v", n, last)
+	return fmt.Errorf("haproxy: not %d servers UP with their agent answering (agent_status L7OK) after 15 s: %+v", n, last)
 }
 
 // measure runs one workload through targets: a probe of each, the warm-up, then the

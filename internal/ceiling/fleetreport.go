@@ -1,5 +1,6 @@
 // The fleet's report: one line per run, the median of each (workload, balancer, H), and
-// per workload and balancer the H at which the balancer became the limit.
+// per workload and balancer the H at which the balancer became the limit, and for HAProxy
+// the linear model's prediction for bigger fleets with the measured points beside it.
 
 package ceiling
 
@@ -45,7 +46,36 @@ type FleetLimit struct {
 	SoftIRQUsPerReq  float64 `json:"softirq_us_per_req"`
 	ServerUsPerReq   float64 `json:"server_cpu_us_per_req"`
 	Verdict          string  `json:"verdict_at_max_h"`
+	// Model (HAProxy only: a balancer with a process and cores of its own): a linear one,
+	// each request costing the balancer and the servers the µs measured at the largest H,
+	// whatever H. Nil for nftables and none (their cost is softirq on every core, not the
+	// balancer's alone).
+	Model *FleetModel `json:"model,omitempty"`
 }
+
+// FleetModel predicts a bigger fleet from one workload's measured µs per request: H hosts
+// serve H × HostRPS until the balancer passes its BalancerRPS, from FullAtH on.
+type FleetModel struct {
+	HostCores     float64 `json:"host_cores"`     // each host's cores (its quota, or its cores)
+	BalancerCores float64 `json:"balancer_cores"` // HAProxy's cores
+	HostRPS       float64 `json:"host_rps"`       // HostCores × 1e6 ÷ servers' µs/req
+	BalancerRPS   float64 `json:"balancer_rps"`   // BalancerCores × 1e6 ÷ balancer's µs/req
+	// FullAtH: the smallest H whose hosts could serve more than the balancer passes.
+	FullAtH int `json:"full_at_h"`
+	// Points: every H measured, its median req/s beside the model's min(H × HostRPS,
+	// BalancerRPS).
+	Points []FleetPoint `json:"points"`
+}
+
+// FleetPoint is one measured H against the model.
+type FleetPoint struct {
+	H        int     `json:"h"`
+	RPS      float64 `json:"rps"`
+	ModelRPS float64 `json:"model_rps"`
+}
+
+// Predict returns the model's req/s for h hosts.
+func (m FleetModel) Predict(h int) float64 { return min(float64(h)*m.HostRPS, m.BalancerRPS) }
 
 // SummarizeFleet groups runs (skipped ones left out) into cells, in the order first seen,
 // and derives each workload's and balancer's limit.
@@ -106,9 +136,43 @@ func SummarizeFleet(runs []FleetRun) ([]FleetCell, []FleetLimit) {
 	}
 	var out []FleetLimit
 	for _, k := range lorder {
-		out = append(out, *limits[k])
+		l := limits[k]
+		l.Model = fleetModel(cells, *l)
+		out = append(out, *l)
 	}
 	return cells, out
+}
+
+// fleetModel fits the linear model to l's workload behind HAProxy from the cell at the
+// largest H; nil where it cannot (another balancer, no CPU measured).
+func fleetModel(cells []FleetCell, l FleetLimit) *FleetModel {
+	if l.Balancer != BalancerHAProxy {
+		return nil
+	}
+	var top *FleetRun
+	var pts []FleetPoint
+	for _, c := range cells {
+		if c.Workload != l.Workload || c.Balancer != l.Balancer {
+			continue
+		}
+		pts = append(pts, FleetPoint{H: c.Hosts, RPS: c.Median.RPS})
+		if c.Hosts == l.MaxH {
+			top = &c.Median
+		}
+	}
+	if top == nil || top.Hosts <= 0 || top.ServerUsPerReq <= 0 || top.BalancerUsPerReq <= 0 || top.ServerCoreLimit <= 0 || top.BalancerCores <= 0 {
+		return nil
+	}
+	m := &FleetModel{HostCores: top.ServerCoreLimit / float64(top.Hosts), BalancerCores: top.BalancerCores}
+	m.HostRPS = m.HostCores * 1e6 / top.ServerUsPerReq
+	m.BalancerRPS = m.BalancerCores * 1e6 / top.BalancerUsPerReq
+	m.FullAtH = int(m.BalancerRPS/m.HostRPS) + 1
+	slices.SortFunc(pts, func(a, b FleetPoint) int { return a.H - b.H })
+	for i := range pts {
+		pts[i].ModelRPS = m.Predict(pts[i].H)
+	}
+	m.Points = pts
+	return m
 }
 
 // WriteFleetReport writes the cells as a table and then the limits, one line each.
@@ -133,5 +197,13 @@ func WriteFleetReport(w io.Writer, cells []FleetCell, limits []FleetLimit) {
 		}
 		fmt.Fprintf(w, "limit workload=%s balancer=%s balancer: %s; at H=%d balancer %.1f µs/req, softirq %.1f µs/req, servers %.1f µs/req\n",
 			l.Workload, l.Balancer, at, l.MaxH, l.BalancerUsPerReq, l.SoftIRQUsPerReq, l.ServerUsPerReq)
+		if m := l.Model; m != nil {
+			var pts []string
+			for _, p := range m.Points {
+				pts = append(pts, fmt.Sprintf("H=%d %.0f (model %.0f)", p.H, p.RPS, p.ModelRPS))
+			}
+			fmt.Fprintf(w, "model workload=%s balancer=%s: a host (%.2g cores) serves %.0f req/s, the balancer (%.2g cores) passes %.0f req/s: full from H=%d; measured: %s\n",
+				l.Workload, l.Balancer, m.HostCores, m.HostRPS, m.BalancerCores, m.BalancerRPS, m.FullAtH, strings.Join(pts, ", "))
+		}
 	}
 }

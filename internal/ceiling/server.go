@@ -81,6 +81,9 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 		env = append(env, "LOG_LEVEL=warn")
 		argv = []string{s.cfg.Supervisor, "run", "-config", s.cfg.ClusterConfig, "-instances", strconv.Itoa(n),
 			"-listen", net.JoinHostPort(s.cfg.ListenHost, strconv.Itoa(s.cfg.ListenPort)), "-socket", srv.socket, "-log-level", "warn"}
+		if s.cfg.Agent != "" {
+			argv = append(argv, "-agent", s.cfg.Agent)
+		}
 	default:
 		// info: the worker's "serving" line says which port it bound.
 		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))

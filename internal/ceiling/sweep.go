@@ -206,6 +206,10 @@ type SweepConfig struct {
 	// ListenPort is the cluster's port; default 0, any free one. `ceiling fleet` gives every
 	// host the same one, as the nftables balancer's DNAT needs.
 	ListenPort int
+	// Agent: the cluster's supervisor answers HAProxy's agent-check at this HOST:PORT
+	// (`supervisor run -agent`); "" none. `ceiling fleet` gives every host one, so that its
+	// HAProxy runs with the agent-check of the production config.
+	Agent string
 	// Wrap, when set, rewrites the server's command line after pinning: `ceiling fleet`
 	// runs each host's cluster in its network namespace (nsenter) and CPU quota. It must
 	// exec the command so that the pid stays the server's.

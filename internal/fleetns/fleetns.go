@@ -32,6 +32,9 @@ import (
 type NS struct {
 	Name string // the namespace (ip netns NAME; /run/netns/NAME)
 	Addr string // its address on its link towards the balancer (the balancer's: towards here)
+	// Link is a host's end of its veth towards the balancer, and Gateway the balancer's
+	// address on it (the host's default route); both "" for the balancer's namespace.
+	Link, Gateway string
 }
 
 // Net is a made fleet.
@@ -130,11 +133,10 @@ func Make(n int) (f *Net, cleanup func(), err error) {
 		undo = append(undo, func() { exec.Command("ip", "route", "del", fmt.Sprintf("10.233.%d.0/24", s)).Run() })
 	}
 	for i := range n {
-		h := NS{Name: fmt.Sprintf("%sh%d", tag, i), Addr: addr(4*i + 6)}
+		h := NS{Name: fmt.Sprintf("%sh%d", tag, i), Addr: addr(4*i + 6), Link: fmt.Sprintf("%sh%db", tag, i), Gateway: addr(4*i + 5)}
 		newNS(h.Name)
-		gw := addr(4*i + 5)
-		link(lb, fmt.Sprintf("%sh%da", tag, i), gw, h.Name, fmt.Sprintf("%sh%db", tag, i), h.Addr)
-		sh("ip", "-n", h.Name, "route", "add", "default", "via", gw)
+		link(lb, fmt.Sprintf("%sh%da", tag, i), h.Gateway, h.Name, h.Link, h.Addr)
+		sh("ip", "-n", h.Name, "route", "add", "default", "via", h.Gateway)
 		f.Hosts = append(f.Hosts, h)
 	}
 	sh("ip", "-n", lb, "route", "add", "default", "via", f.Outer)
@@ -142,6 +144,29 @@ func Make(n int) (f *Net, cleanup func(), err error) {
 		return nil, cleanup, err
 	}
 	return f, cleanup, nil
+}
+
+// SetLink takes host h's link to the balancer down or up: its own end of the veth, as a
+// cable pulled at the host. The balancer's end loses its carrier and keeps its address
+// and route, so what the balancer sends to the host vanishes (no reset, no ICMP), as on a
+// real dead link; the host's processes go on running. Up again, the host's default route
+// (removed with the link) is put back, and the connections it had resume.
+func SetLink(h NS, up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	if b, err := exec.Command("ip", "-n", h.Name, "link", "set", h.Link, state).CombinedOutput(); err != nil {
+		return fmt.Errorf("set %s's link %s %s: %v: %s", h.Name, h.Link, state, err, b)
+	}
+	if !up {
+		return nil
+	}
+	// replace: the route is gone after a down, but may be back already if the link was up.
+	if b, err := exec.Command("ip", "-n", h.Name, "route", "replace", "default", "via", h.Gateway).CombinedOutput(); err != nil {
+		return fmt.Errorf("set %s's link up: default route via %s: %v: %s", h.Name, h.Gateway, err, b)
+	}
+	return nil
 }
 
 // Wrap returns a command-line rewriter that runs argv in namespace ns: nsenter joins the
