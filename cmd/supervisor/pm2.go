@@ -36,13 +36,18 @@ const startOnlineTimeout = 120 * time.Second
 // in the background, as `pm2 start` does, and returns once its apps are online; APP starts
 // a stopped app of the running supervisor (`pm2 start NAME`).
 func runStart(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		fmt.Fprintln(stdout, startUsage)
+		return nil
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
-			fmt.Fprintln(stdout, startUsage)
-			return nil
+		// No file named: the one here, as `pm2 start` finds ecosystem.config.js.
+		i := slices.IndexFunc(defaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
+		if i < 0 {
+			fmt.Fprintln(stderr, startUsage)
+			return fmt.Errorf("start: no FILE given and none of %s here: name the file, the script, or a stopped APP", strings.Join(defaultStartFiles, ", "))
 		}
-		fmt.Fprintln(stderr, startUsage)
-		return fmt.Errorf("start: want FILE or SCRIPT first (then run's flags), or the name of a stopped APP")
+		args = append([]string{defaultStartFiles[i]}, args...)
 	}
 	target, rest := args[0], args[1:]
 	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
@@ -58,8 +63,14 @@ func runStart(ctx context.Context, args []string, getenv func(string) string, st
 	return runClient(ctx, "start", args, getenv, stdout, stderr)
 }
 
+// defaultStartFiles are what `start` without a file looks for, in order: PM2's names,
+// then run's default configuration.
+var defaultStartFiles = []string{"ecosystem.config.js", "ecosystem.config.cjs", "ecosystem.config.json", "ecosystem.json",
+	"ecosystem.config.yaml", "ecosystem.yaml", defaultConfig}
+
 const startUsage = `usage:
-  supervisor start FILE [run's flags]            (an ecosystem file or our YAML, in the background)
+  supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
+                                                 default: ./ecosystem.config.js, ..., configs/cluster.yaml)
   supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself)
   supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
 The background supervisor is 'supervisor run' detached from the terminal (its own session,
