@@ -23,6 +23,9 @@
 // plain processes without a socket), and the other commands take an app's name, as pm2's
 // do: without one they act on every app (scale needs one when there are several).
 //
+// `start FILE|SCRIPT` is `run` in the background, as `pm2 start` (pm2.go): detached, its
+// logs in files, returning once the apps are online; `kill` stops it, `save` and
+// `resurrect` keep and restore what ran.
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
 // Any program that takes a socket at fd 3 runs too (gunicorn, node:http, uvicorn --fd 3),

@@ -346,3 +346,32 @@ func TestStartArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestStartScript: `start app.js` runs an unmodified Node script in the background as
+// `node app.js` on the cluster's port, as `pm2 start app.js` does.
+func TestStartScript(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node")
+	}
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app.js")
+	os.WriteFile(app, []byte("require('http').createServer((q, s) => s.end('hello ' + process.argv[2])).listen(process.env.PORT)\n"), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	pid, out := startInShell(t, app, "-instances", "2", "-listen", "127.0.0.1:0", "-socket", sock, "--", "there")
+	c := &runningCluster{socket: sock}
+	t.Cleanup(func() { c.cmd("kill") })
+	st, err := c.status()
+	if err != nil || len(st.Workers) != 2 {
+		t.Fatalf("status: %+v %v\n%s", st, err, out)
+	}
+	if code, body, err := fetch("http://"+st.Addr+"/", 5*time.Second); err != nil || code != 200 || body != "hello there" {
+		t.Errorf("GET: %d %q %v, want 200 \"hello there\"", code, body, err)
+	}
+	if out, err := c.cmd("describe"); err != nil || !strings.Contains(out, "node "+app+" there") {
+		t.Errorf("describe: %v\n%s\nwant the command node %s there", err, out, app)
+	}
+	if out, err := c.cmd("kill"); err != nil || alive(pid) {
+		t.Errorf("kill: %v, supervisor alive %v\n%s", err, alive(pid), out)
+	}
+}
