@@ -678,7 +678,8 @@ func (f *fleet) flush(name string) ([]string, error) {
 				if len(f.apps) == 1 {
 					prefix = "worker"
 				}
-				if strings.HasPrefix(file, prefix+"-") {
+				slot, ok := strings.CutPrefix(strings.TrimSuffix(file, ".log"), prefix+"-")
+				if ok && isNumber(slot) { // api-0.log, not api-v2-0.log
 					files = append(files, l)
 					break
 				}
@@ -714,12 +715,14 @@ func (l *logFile) truncate() error {
 var commands = []string{"run", "start", "stop", "restart", "reload", "delete", "kill", "status", "ls", "list", "jlist",
 	"describe", "scale", "logs", "flush", "save", "resurrect", "upgrade", "drain", "ready", "monit", "startup", "version", "help"}
 
-// nearestCommand is the command closest to s by edit distance, "" when none is close
-// (more than a third of its letters, at least 2, would change).
+// nearestCommand is the command closest to s (its leading dashes aside: --versoin) by
+// edit distance, "" when none is close: more than a third of its letters, at least 1,
+// would change.
 func nearestCommand(s string) string {
-	best, bestD := "", max(2, len(s)/3)+1
+	s = strings.ToLower(strings.TrimLeft(s, "-"))
+	best, bestD := "", max(1, len(s)/3)+1
 	for _, c := range commands {
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
+		if d := editDistance(s, c); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -297,6 +297,9 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		{"resurect", `did you mean "resurrect"?`},
 		{"dlete", `did you mean "delete"?`},
 		{"frobnicate", `unknown command "frobnicate"`},
+		{"--versoin", `did you mean "version"?`},
+		{"lst", `did you mean "ls"?`},
+		{"x", `unknown command "x"`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			var out bytes.Buffer
@@ -304,7 +307,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: %v, want %q", tc.in, err, tc.want)
 			}
-			if tc.in == "frobnicate" && err != nil && strings.Contains(err.Error(), "did you mean") {
+			if !strings.Contains(tc.want, "did you mean") && err != nil && strings.Contains(err.Error(), "did you mean") {
 				t.Errorf("%s: %v, want no suggestion", tc.in, err)
 			}
 		})
