@@ -71,7 +71,8 @@ var defaultStartFiles = []string{"ecosystem.config.js", "ecosystem.config.cjs", 
 const startUsage = `usage:
   supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
                                                  default: ./ecosystem.config.js, ..., configs/cluster.yaml)
-  supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself)
+  supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself;
+                                                 -i N is -instances N, as pm2's)
   supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
 The background supervisor is 'supervisor run' detached from the terminal (its own session,
 stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
@@ -95,6 +96,11 @@ func startArgs(target string, rest []string) ([]string, error) {
 		flags, extra = rest[:i], rest[i+1:]
 	}
 	out := slices.Clone(flags)
+	for i, f := range out {
+		if f == "-i" || f == "--instances" { // pm2 start app.js -i max
+			out[i] = "-instances"
+		}
+	}
 	ext := filepath.Ext(abs)
 	switch {
 	case (ext == ".js" || ext == ".cjs" || ext == ".mjs") && !isEcosystemName(abs):

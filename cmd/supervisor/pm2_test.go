@@ -331,6 +331,7 @@ func TestStartArgs(t *testing.T) {
 		{"ecosystem", []string{eco, "-env", "production"}, "-env production -config " + eco},
 		{"script", []string{app, "-instances", "2", "--", "--port", "1"}, "-instances 2 -- node " + app + " --port 1"},
 		{"our yaml", []string{yml}, "-config " + yml},
+		{"pm2's -i", []string{app, "-i", "max"}, "-instances max -- node " + app},
 		{"executable", []string{exe}, "-- " + exe},
 		{"not runnable", []string{data}, "error"},
 		{"args to a config", []string{yml, "--", "x"}, "error"},
