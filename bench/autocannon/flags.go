@@ -336,6 +336,8 @@ func isNumber(s string) bool {
 
 const usage = `Usage: autocannon [flags] URL
        autocannon users [flags] URL   (scripted user journeys, see "autocannon users -h")
+       autocannon merge [-j] [-o FILE] LOG...   (add HdrHistogram interval logs, see "autocannon merge -h")
+       autocannon version|--version
 
 A Go load generator with autocannon's flags and output. Only http:// URLs.
 

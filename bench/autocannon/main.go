@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onehost/onehost/internal/buildinfo"
 	"github.com/onehost/onehost/internal/loadgen"
 	"github.com/onehost/onehost/internal/procstat"
 )
@@ -50,6 +51,10 @@ func main() {
 // run parses the command line, runs the load and prints the result. Interrupting it
 // ends the run early and still prints what was measured.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && buildinfo.IsVersionArg(args[0]) {
+		_, err := fmt.Fprintln(stdout, buildinfo.String("autocannon"))
+		return err
+	}
 	if len(args) > 0 && args[0] == "users" {
 		return runUsers(ctx, args[1:], getenv, stdout, stderr)
 	}

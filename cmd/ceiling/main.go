@@ -40,11 +40,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/onehost/onehost/internal/buildinfo"
 )
 
 func main() {
@@ -69,10 +73,19 @@ const usage = `usage:
   ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
                 [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
+  ceiling version|--version
 Run 'ceiling COMMAND -h' for a command's flags.`
 
 // run is the whole program, so tests can call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := runCommand(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // `ceiling CMD -h` printed its flags: asked for, not an error
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("no command given")
@@ -92,6 +105,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runFleet(ctx, args[1:], getenv, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
+		return nil
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.String("ceiling"))
 		return nil
 	}
 	fmt.Fprintln(stderr, usage)

@@ -25,8 +25,10 @@ type app struct {
 	opt  cluster.Options
 	log  *zap.Logger
 
-	mu  sync.Mutex
-	sup *cluster.Supervisor // nil while stopped (`supervisor stop APP`)
+	mu      sync.Mutex
+	sup     *cluster.Supervisor // nil while stopped (`supervisor stop APP`)
+	deleted bool                // `supervisor delete APP`: in no list any more (pm2.go)
+	outFile *logFile            // its own out_file with several apps; nil if none (flush)
 }
 
 // current returns the app's running cluster, nil when it is stopped.
@@ -67,6 +69,12 @@ type fleet struct {
 	// the supervisor began to stop, and the agent's address ("" without one).
 	drained, stopping atomic.Bool
 	agentAddr         string // set before the control socket serves
+
+	// Set before the control socket serves, for pm2.go: the arguments of `run` (save),
+	// and the log files flush empties (nil: none).
+	runArgs    []string
+	mainLog    *logFile
+	workerLogs *workerLogs
 }
 
 // launch starts the app's cluster (its workers come online on their own).
@@ -119,6 +127,7 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 					return nil, appFiles, fmt.Errorf("app %s: %w", sp.Name, err)
 				}
 				appFiles = append(appFiles, f)
+				a.outFile = f
 				core = zapcore.NewTee(core, fs.newCore(f))
 			}
 			a.log = zap.New(core).With(zap.String("app", sp.Name))
@@ -178,7 +187,7 @@ func (f *fleet) start(ctx context.Context) error {
 // names lists the apps' names.
 func (f *fleet) names() []string {
 	var out []string
-	for _, a := range f.apps {
+	for _, a := range f.live() {
 		out = append(out, a.name)
 	}
 	return out
@@ -190,9 +199,9 @@ var errUnknownApp = errors.New("no such app")
 // pick returns the app named, or every app for "" (and "all", as pm2 says).
 func (f *fleet) pick(name string) ([]*app, error) {
 	if name == "" || name == "all" {
-		return f.apps, nil
+		return f.live(), nil
 	}
-	for _, a := range f.apps {
+	for _, a := range f.live() {
 		if a.name == name {
 			return []*app{a}, nil
 		}
@@ -212,6 +221,9 @@ func (f *fleet) one(name string) (*app, error) {
 	apps, err := f.pick(name)
 	if err != nil {
 		return nil, err
+	}
+	if len(apps) == 0 {
+		return nil, fmt.Errorf("%w: every app was deleted", errUnknownApp)
 	}
 	return apps[0], nil
 }
@@ -257,7 +269,7 @@ func (f *fleet) running(name string) ([]*app, []*cluster.Supervisor, error) {
 		}
 	}
 	if len(sups) == 0 {
-		return nil, nil, fmt.Errorf("%w: no running app of %s (supervisor restart NAME starts a stopped one)", cluster.ErrStopped, strings.Join(namesOf(apps), ", "))
+		return nil, nil, fmt.Errorf("%w: no running app of %s (supervisor start NAME, or start all, starts a stopped one)", cluster.ErrStopped, strings.Join(namesOf(apps), ", "))
 	}
 	return as, sups, nil
 }
@@ -336,7 +348,10 @@ func (f *fleet) scale(ctx context.Context, name string, n int, rel bool) error {
 	}
 	sup := a.current()
 	if sup == nil {
-		return fmt.Errorf("%w: app %s is stopped (supervisor restart %s starts it)", cluster.ErrStopped, a.name, a.name)
+		if a.name == "" {
+			return fmt.Errorf("%w: the app is stopped (supervisor start all starts it)", cluster.ErrStopped)
+		}
+		return fmt.Errorf("%w: app %s is stopped (supervisor start %s starts it)", cluster.ErrStopped, a.name, a.name)
 	}
 	return f.wrap(a, sup.Scale(ctx, n, rel))
 }

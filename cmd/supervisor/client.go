@@ -25,8 +25,8 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
 	asJSON := false
-	if cmd == "status" {
-		fs.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	if cmd == "status" || cmd == "describe" {
+		fs.BoolVar(&asJSON, "json", false, "print it as JSON")
 	}
 	binary := ""
 	if cmd == "upgrade" {
@@ -100,6 +100,9 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 			appName = pos[0]
 		}
 	}
+	if cmd == "delete" && appName == "" {
+		return fmt.Errorf("delete: name the app to delete (or all; supervisor kill stops the whole supervisor)")
+	}
 	if appName != "" && isNumber(appName) {
 		return fmt.Errorf("%s: %q: want an app's name (supervisor status lists them), not a number", cmd, appName)
 	}
@@ -109,7 +112,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		q.Set("app", appName)
 	}
 	switch cmd {
-	case "status":
+	case "status", "describe":
 		method = "GET"
 	case "logs":
 		method = "GET"
@@ -122,7 +125,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 	case "scale":
 		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
-			return err
+			return fmt.Errorf("scale: %w", err)
 		}
 		q.Set("n", scaleArg)
 	case "upgrade":
@@ -179,6 +182,30 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 			return fmt.Errorf("decode status: %w", err)
 		}
 		printTable(stdout, st)
+	case "describe":
+		if asJSON {
+			_, err := stdout.Write(body)
+			return err
+		}
+		var d describeReply
+		if err := json.Unmarshal(body, &d); err != nil {
+			return fmt.Errorf("decode describe: %w", err)
+		}
+		printDescribe(stdout, d)
+	case "start", "delete":
+		fmt.Fprintln(stdout, map[string]string{"start": "started", "delete": "deleted"}[cmd])
+		return printStatus(ctx, c, *socket, stdout)
+	case "flush":
+		var r struct{ Files []string }
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("decode flush: %w", err)
+		}
+		if len(r.Files) == 0 {
+			fmt.Fprintln(stdout, "flushed: no log file (the supervisor logs to its stderr; supervisor start keeps files)")
+		}
+		for _, f := range r.Files {
+			fmt.Fprintln(stdout, "flushed", f)
+		}
 	case "reload":
 		fmt.Fprintln(stdout, "reloaded")
 	case "restart":
@@ -272,7 +299,7 @@ func controlClient(socket string) *http.Client {
 // line per app and an app column.
 func printTable(w io.Writer, st statusReply) {
 	named := len(st.Apps) > 1 || (len(st.Apps) == 1 && st.Apps[0].Name != "")
-	if !named {
+	if !named && st.Addr != "" { // "" when its one app is stopped: its row says so
 		fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
 	}
 	for _, a := range st.Apps {
@@ -319,6 +346,16 @@ func printTable(w io.Writer, st statusReply) {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, pid, r.Status,
 			uptime(r.UptimeS), r.Restarts, r.CPUPercent, mem(r.RSSBytes), reqs, rps, conns, health, writes)
+	}
+	for _, a := range st.Apps {
+		// A stopped app keeps its row, as pm2 ls lists it stopped.
+		if a.Status == "running" {
+			continue
+		}
+		if named {
+			fmt.Fprintf(tw, "%s\t", a.Name)
+		}
+		fmt.Fprintf(tw, "-\t-\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", a.Status)
 	}
 	tw.Flush()
 	// Why a worker is unhealthy, and what it says of itself, do not fit a column.

@@ -368,9 +368,11 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			ok(w)
 		})
 	}
+	pm2Routes(mux, fl, reply, fail) // start APP, delete, flush, save, describe (pm2.go)
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
-		if name := r.URL.Query().Get("app"); name != "" && name != "all" {
-			// One app: stopped here, the others serve on (pm2 stop NAME).
+		if name := r.URL.Query().Get("app"); name != "" {
+			// One app, or every app with "all": stopped here, the supervisor runs on
+			// (pm2 stop NAME, pm2 stop all); no app stops the supervisor (pm2 kill).
 			if err := fl.stopApp(r.Context(), name); err != nil {
 				fail(w, err)
 				return

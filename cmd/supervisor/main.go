@@ -4,12 +4,14 @@
 //
 // Usage:
 //
-//	supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-- COMMAND [ARGS...]]
-//	supervisor status [APP] [-json] [-socket PATH]
+//	supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-share-port] [-- COMMAND [ARGS...]]
+//	supervisor start FILE|SCRIPT [run's flags] | start APP
+//	supervisor status|ls|list [APP] [-json] [-socket PATH]
+//	supervisor jlist | describe APP | delete APP|all | kill | flush [APP] | save | resurrect
 //	supervisor reload [APP] [-socket PATH]
 //	supervisor restart [APP] [-socket PATH]
 //	supervisor scale [APP] N|+N|-N [-socket PATH]
-//	supervisor stop [APP] [-socket PATH]
+//	supervisor stop [APP|all] [-socket PATH]
 //	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
 //	supervisor upgrade [-binary PATH] [-socket PATH]
 //	supervisor drain [-quiet 2s] [-timeout 60s] [-socket PATH]
@@ -21,6 +23,9 @@
 // plain processes without a socket), and the other commands take an app's name, as pm2's
 // do: without one they act on every app (scale needs one when there are several).
 //
+// `start FILE|SCRIPT` is `run` in the background, as `pm2 start` (pm2.go): detached, its
+// logs in files, returning once the apps are online; `kill` stops it, `save` and
+// `resurrect` keep and restore what ran.
 // `run` stays in the foreground (fit for systemd: Type=notify). Without a command it runs
 // the `worker` binary beside its own executable; its environment passes to the workers.
 // Any program that takes a socket at fd 3 runs too (gunicorn, node:http, uvicorn --fd 3),
@@ -53,6 +58,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+
+	"github.com/onehost/onehost/internal/buildinfo"
 )
 
 func main() {
@@ -70,11 +78,26 @@ const usage = `usage:
                  [-upgrade-binary PATH] [-agent HOST:PORT] [-- COMMAND [ARGS...]]
                  (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
                  every app of it a cluster of its own)
-  supervisor status [APP] [-json] [-socket PATH]
+  supervisor start FILE|SCRIPT [run's flags] [-- ARGS]
+                 (run in the background, as pm2 start: detached, its logs in files beside
+                 the control socket; returns once the apps are online)
+  supervisor start APP [-socket PATH]        (a stopped app again)
+  supervisor status|ls|list [APP] [-json] [-socket PATH]
+  supervisor jlist [-socket PATH]            (status -json)
+  supervisor describe APP [-json] [-socket PATH]
+                 (one app: cwd, command, env names, restarts, uptime, each worker's pid)
   supervisor reload [APP] [-socket PATH]     (rolling, no request lost; fork apps restart)
   supervisor restart [APP] [-socket PATH]    (stop then start each worker, as pm2 restart)
   supervisor scale [APP] N|+N|-N [-socket PATH]
-  supervisor stop [APP] [-socket PATH]       (one app: the others serve on)
+  supervisor stop APP|all [-socket PATH]     (listed as stopped, the supervisor stays: pm2 stop)
+  supervisor stop [-socket PATH]             (no app: the whole supervisor, as kill)
+  supervisor kill [-socket PATH]             (the whole supervisor and every app: pm2 kill)
+  supervisor delete APP|all [-socket PATH]   (stopped and out of the list: pm2 delete)
+  supervisor flush [APP] [-socket PATH]      (empty the log files: pm2 flush)
+  supervisor save [-file PATH] [-socket PATH]
+                 (the running apps and their scale to a dump beside the socket: pm2 save)
+  supervisor resurrect [-file PATH] [-socket PATH]
+                 (start again from it, in the background: pm2 resurrect)
   supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
   supervisor upgrade [-binary PATH] [-socket PATH]
                  (re-executes the supervisor in place, or kill -USR2: the workers serve on;
@@ -85,7 +108,9 @@ const usage = `usage:
   supervisor ready [-socket PATH]            (back in: the agent answers up again)
   supervisor monit [-interval 1s] [-once] [-socket PATH]
   supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
-                 (prints a systemd unit for this configuration, as pm2 startup)`
+                 (prints a systemd unit for this configuration, as pm2 startup)
+  supervisor version|--version
+  (run -share-port: join a port another supervisor serves; refused without it)`
 
 // run is the whole program, so tests can call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -104,8 +129,23 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	switch args[0] {
 	case "run":
 		return runCluster(ctx, args[1:], getenv, stderr)
-	case "status", "reload", "restart", "scale", "stop", "logs", "upgrade":
+	case "status", "reload", "restart", "scale", "stop", "logs", "upgrade", "delete", "describe", "flush":
 		return runClient(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "ls", "list": // pm2's names for status
+		return runClient(ctx, "status", args[1:], getenv, stdout, stderr)
+	case "jlist":
+		return runClient(ctx, "status", append(slices.Clone(args[1:]), "-json"), getenv, stdout, stderr)
+	case "start":
+		return runStart(ctx, args[1:], getenv, stdout, stderr)
+	case "kill":
+		return runKill(ctx, args[1:], getenv, stdout, stderr)
+	case "save":
+		return runSave(ctx, args[1:], getenv, stdout, stderr)
+	case "resurrect":
+		return runResurrect(ctx, args[1:], getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.String("supervisor"))
+		return nil
 	case "drain", "ready":
 		return runDrain(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "monit":
@@ -117,6 +157,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
+	}
+	if near := nearestCommand(args[0]); near != "" { // a typo: the hint, not the whole usage
+		return fmt.Errorf("unknown command %q; did you mean %q? (supervisor -h lists them)", args[0], near)
 	}
 	fmt.Fprintln(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])

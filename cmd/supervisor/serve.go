@@ -66,6 +66,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Var(&upgradeTo, "upgrade-binary", "a binary other than this one's own path that `upgrade -binary PATH` may re-execute (absolute; repeat for more); "+
 		"either must be writable by nobody but its owner, this user or root")
 	agentFlag := fs.String("agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT): up ready N% with N the share of workers online, drain while drained or stopping, down with none serving; overrides the config's agent")
+	sharePort := fs.Bool("share-port", false, "join a port another process (another supervisor) listens on already, sharing its connections (SO_REUSEPORT); without it such a port is refused")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -273,7 +274,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		ListenPIDShim: []string{selfExe, listenPIDShim, "--"},
 		// An upgrade's new image takes every waiting worker or none, and then gives
 		// the previous binary back (fallback), which can.
-		AdoptAll: fb != nil, NotifyDir: notifyDir}
+		AdoptAll: fb != nil, NotifyDir: notifyDir, SharePort: *sharePort}
 	if fb != nil {
 		fb.log = log
 	}
@@ -326,6 +327,8 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	// For save and flush (pm2.go).
+	fl.runArgs, fl.mainLog, fl.workerLogs = args, lf, wl
 	for name, f := range kept { // claimed by no app
 		log.Info("a descriptor systemd passed is no slot's: closed", zap.String("name", name))
 		f.Close()

@@ -14,10 +14,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/onehost/onehost/internal/buildinfo"
 	"github.com/onehost/onehost/internal/ipc"
 )
 
@@ -44,6 +47,31 @@ func main() {
 // run is the whole program, so tests can call it in-process or re-execute the test binary
 // as a worker.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := runCommand(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the flags: asked for, not an error
+	}
+	return err
+}
+
+const usage = `usage:
+  worker [serve] [-db PATH] [-host HOST] [-port PORT] ...   serve (env SQLITE_PATH, JWT_SECRET, HOST, PORT)
+  worker seed -db PATH [-tokens PATH] [-n 20000]           write the challenge's seed database
+  worker seed-products -db PATH                            write the products database (docs/workloads.md)
+  worker version|--version
+Run 'worker COMMAND -h' for a command's flags; serve's follow.`
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			fmt.Fprintln(stdout, usage)
+			return runServe(ctx, []string{"-h"}, getenv, stdout) // serve's flags, on stdout too
+		case "version", "--version", "-version":
+			_, err := fmt.Fprintln(stdout, buildinfo.String("worker"))
+			return err
+		}
+	}
 	if len(args) > 0 && args[0] == "seed" {
 		return runSeed(ctx, args[1:], getenv, stdout, stderr)
 	}

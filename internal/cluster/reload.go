@@ -277,7 +277,7 @@ func ParseScale(arg string) (n int, relative bool, err error) {
 	relative = strings.HasPrefix(arg, "+") || strings.HasPrefix(arg, "-")
 	n, err = strconv.Atoi(arg)
 	if err != nil || (!relative && n < 1) {
-		return 0, false, fmt.Errorf("scale: %q is not N (1 to %d), +N or -N", arg, MaxInstances)
+		return 0, false, fmt.Errorf("%q is not N (1 to %d), +N or -N", arg, MaxInstances)
 	}
 	return n, relative, nil
 }
@@ -297,7 +297,11 @@ func (s *Supervisor) Scale(ctx context.Context, n int, relative bool) error {
 		target = cur + n
 	}
 	if target < 1 || target > MaxInstances {
-		return fmt.Errorf("scale: %d workers is out of range: want 1 to %d", target, MaxInstances)
+		if relative {
+			return fmt.Errorf("%+d from %d workers leaves %d: want 1 to %d workers (%+d to %+d from here)",
+				n, cur, target, MaxInstances, 1-cur, MaxInstances-cur)
+		}
+		return fmt.Errorf("%d workers is out of range: want 1 to %d", target, MaxInstances)
 	}
 	s.log.Info("scaling", zap.Int("from", cur), zap.Int("to", target))
 	s.scales.Add(1)

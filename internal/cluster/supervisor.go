@@ -104,6 +104,10 @@ type Options struct {
 	// gives the previous binary back, which takes them. Otherwise a worker that cannot be
 	// taken (it speaks another ipc.Proto) is told to drain and its slot starts anew.
 	AdoptAll bool
+	// SharePort lets Start join an address another process listens on already (with
+	// SO_REUSEPORT, the kernel then spreads the connections over both); otherwise Start
+	// refuses it with ErrPortServed, naming the process.
+	SharePort bool
 	// SocketStore, when set, is told every slot's socket as it changes (from the loop: it
 	// must not block): the slot and its socket, nil when the slot gives it up (scale-down,
 	// errored). Not at Stop: a restarted supervisor takes them back (Inherited).
@@ -270,8 +274,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	case len(s.opt.Inherited) > 0 || stale:
 		// The address is ours already: sockets kept across a restart, or workers of a
 		// previous supervisor waiting to be adopted.
-	default:
+	case s.opt.SharePort:
 		s.checkAddrFree()
+	default:
+		if err := s.checkPortFree(); err != nil {
+			return err
+		}
 	}
 	if err := s.setupSteering(); err != nil {
 		return err
@@ -367,8 +375,8 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	return nil
 }
 
-// checkAddrFree warns when another process listens on the address already (Start only):
-// SO_REUSEPORT would let us join a stranger's group silently.
+// checkAddrFree warns when another process listens on the address already (Start with
+// SharePort): SO_REUSEPORT lets us join its group, as asked, and the log says so.
 func (s *Supervisor) checkAddrFree() {
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {

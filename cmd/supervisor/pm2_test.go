@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pm2Eco writes an ecosystem file of a cluster-mode api (2 workers on a port of its own)
+// and a fork-mode jobs program, both this test binary, and returns its path.
+func pm2Eco(t *testing.T, dir string) string {
+	t.Helper()
+	eco := filepath.Join(dir, "ecosystem.config.json")
+	err := os.WriteFile(eco, []byte(fmt.Sprintf(`{"apps": [
+  {"name": "api", "script": %[1]q, "interpreter": "none", "instances": 2, "wait_ready": true,
+   "env": {"PORT": 0, "HOST": "127.0.0.1", %[2]q: "worker", "GORACE": "atexit_sleep_ms=0"}},
+  {"name": "jobs", "script": %[1]q, "interpreter": "none", "exec_mode": "fork", "kill_timeout": 3000,
+   "env": {%[2]q: "background", "GORACE": "atexit_sleep_ms=0"}}
+]}`, os.Args[0], roleEnv)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eco
+}
+
+var backgroundPID = regexp.MustCompile(`supervisor pid (\d+) runs in the background`)
+
+// startInShell runs `supervisor start ARGS` from a shell that exits once start returns,
+// as a user's ssh session would, and returns the background supervisor's pid. The test
+// binary is the supervisor (roleEnv) and so the one start re-executes.
+func startInShell(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `exec "$0" start "$@"`, os.Args[0]}, args...)...)
+	cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("start %v: %v\n%s", args, err, out)
+	}
+	m := backgroundPID.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("start %v printed no background pid:\n%s", args, out)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	t.Cleanup(func() { // whatever the test did, nothing stays behind
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid, string(out)
+}
+
+// alive reports whether pid is a live process (a zombie is not: it only waits for init).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// sessionOf is the session id of pid (/proc/PID/stat's sixth field).
+func sessionOf(t *testing.T, pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	sid, _ := strconv.Atoi(f[3]) // state ppid pgrp session
+	return sid
+}
+
+// TestPM2Day: a PM2 user's commands against real processes: `start FILE` from a shell
+// that exits (the supervisor serves on, in a session of its own, logging to files), ls,
+// jlist, describe, stop APP listed as stopped, start APP, scale, save, kill, resurrect
+// (the saved scale and the stopped app as they were), delete, flush, kill.
+func TestPM2Day(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eco := pm2Eco(t, dir)
+	sock := filepath.Join(dir, "s.sock")
+	pid, out := startInShell(t, eco, "-socket", sock)
+	c := &runningCluster{socket: sock}
+
+	if !alive(pid) {
+		t.Fatalf("the background supervisor %d is gone once the shell exited:\n%s", pid, out)
+	}
+	if sid := sessionOf(t, pid); sid != pid {
+		t.Errorf("background supervisor %d is in session %d, want its own (setsid)", pid, sid)
+	}
+	if !hasRow(out, "api", "0") || !hasRow(out, "jobs", "0") {
+		t.Errorf("start printed no table of the apps:\n%s", out)
+	}
+	logFile := filepath.Join(dir, "s-logs", "supervisor.log")
+	if fi, err := os.Stat(logFile); err != nil || fi.Size() == 0 {
+		t.Errorf("the background supervisor's log %s: %v (want it written)", logFile, err)
+	}
+
+	steps := []struct {
+		name  string
+		args  []string
+		check func(out string) error
+	}{
+		{"ls", []string{"ls"}, rows("api 0", "api 1", "jobs 0")},
+		{"list", []string{"list", "api"}, rows("api 0", "api 1")},
+		{"jlist", []string{"jlist"}, func(out string) error {
+			var st statusReply
+			if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Workers) != 3 || len(st.Apps) != 2 {
+				return fmt.Errorf("want JSON of 3 workers and 2 apps (%v)", err)
+			}
+			return nil
+		}},
+		{"describe", []string{"describe", "api"}, func(out string) error {
+			st, _ := c.status()
+			for _, want := range []string{"cwd", "command", "restarts", "uptime", "HOST, PORT", strconv.Itoa(st.Workers[0].PID), strconv.Itoa(st.Workers[1].PID)} {
+				if !strings.Contains(out, want) {
+					return fmt.Errorf("no %q", want)
+				}
+			}
+			return nil
+		}},
+		{"stop APP keeps it listed", []string{"stop", "api"}, rows("api -", "jobs 0")},
+		{"stopped in ls", []string{"ls"}, func(out string) error {
+			if !regexp.MustCompile(`(?m)^api\s+-\s+-\s+stopped`).MatchString(out) {
+				return errors.New("no row api - - stopped")
+			}
+			return nil
+		}},
+		{"start APP", []string{"start", "api"}, rows("api 0", "api 1", "jobs 0")},
+		{"scale", []string{"scale", "api", "3"}, rows("api 2")},
+		{"scale out of range", []string{"scale", "api", "-5"}, nil},
+		{"stop jobs", []string{"stop", "jobs"}, rows("jobs -")},
+		{"save", []string{"save"}, contains("saved 2 app(s) to " + filepath.Join(dir, "s.dump.json"))},
+		{"kill", []string{"kill"}, contains("killed")},
+	}
+	for _, s := range steps {
+		out, err := c.cmd(s.args...)
+		if s.check == nil { // scale -5 from 3: the real numbers, said once
+			if err == nil || !strings.Contains(err.Error(), "-5 from 3 workers leaves -2: want 1 to") || strings.Contains(err.Error(), "scale: scale:") {
+				t.Errorf("%s: %v, want one \"scale:\" and the numbers", s.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			err = s.check(out)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", s.name, err, out)
+		}
+	}
+	if alive(pid) {
+		t.Fatalf("supervisor %d alive after kill", pid)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "s.dump.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("dump: %v, want mode 0600 (it holds the environment)", err)
+	}
+
+	// resurrect: in the background again, with the saved scale and jobs stopped.
+	var rout bytes.Buffer
+	if err := run(context.Background(), []string{"resurrect", "-socket", sock}, func(string) string { return "" }, &rout, &rout); err != nil {
+		t.Fatalf("resurrect: %v\n%s", err, rout.String())
+	}
+	st, err := c.status()
+	if err != nil || len(st.Workers) != 3 || len(st.Apps) != 2 || st.Apps[1].Status != "stopped" {
+		t.Fatalf("after resurrect: %+v %v; want api's 3 workers and jobs stopped\n%s", st, err, rout.String())
+	}
+	if code, _, err := fetch("http://"+st.Apps[0].Addr+"/", 5*time.Second); err != nil || code != 200 {
+		t.Errorf("api after resurrect: %d %v", code, err)
+	}
+	for _, s := range []struct {
+		name  string
+		args  []string
+		check func(string) error
+	}{
+		{"delete", []string{"delete", "jobs"}, func(out string) error {
+			if strings.Contains(out, "jobs") {
+				return errors.New("jobs still listed")
+			}
+			return nil
+		}},
+		{"delete needs a name", []string{"delete"}, nil},
+		{"flush", []string{"flush"}, contains("flushed " + filepath.Join(dir, "s-logs", "api-0.log"))},
+		{"kill", []string{"kill"}, contains("killed")},
+	} {
+		out, err := c.cmd(s.args...)
+		if s.check == nil {
+			if err == nil {
+				t.Errorf("%s: no error\n%s", s.name, out)
+			}
+			continue
+		}
+		if err == nil {
+			err = s.check(out)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", s.name, err, out)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "s-logs", "api-0.log")); err != nil || fi.Size() > 4096 {
+		t.Errorf("api-0.log after flush: %v, size %d; want it emptied (what came after is small)", err, fi.Size())
+	}
+}
+
+// rows checks that a table has a row beginning with each "COL1 COL2".
+func rows(want ...string) func(string) error {
+	return func(out string) error {
+		for _, w := range want {
+			f := strings.Fields(w)
+			if !hasRow(out, f[0], f[1]) {
+				return fmt.Errorf("no row %q", w)
+			}
+		}
+		return nil
+	}
+}
+
+func contains(want string) func(string) error {
+	return func(out string) error {
+		if !strings.Contains(out, want) {
+			return fmt.Errorf("no %q", want)
+		}
+		return nil
+	}
+}
+
+// TestStartFailsWithLog: a background start whose supervisor exits at once says so with
+// the end of its log, instead of waiting.
+func TestStartFailsWithLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(cfg, []byte("instances: 1\nlisten: 127.0.0.1:0\ncommand: [/nonexistent/program]\n"), 0o600)
+	cmd := exec.Command(os.Args[0], "start", cfg, "-socket", filepath.Join(dir, "s.sock"))
+	cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "exited before its apps were online") || !strings.Contains(string(out), "/nonexistent/program") {
+		t.Errorf("start of a broken config: %v\n%s\nwant an error with the log's end naming the program", err, out)
+	}
+}
+
+// TestSecondSupervisorOnPort: a second supervisor on a port the first serves is refused,
+// naming the first's pid and control socket, unless -share-port says to share it.
+func TestSecondSupervisorOnPort(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nwait_ready: true\nlisten: 127.0.0.1:0\ncommand: [%q]\nenv: {%s: worker, GORACE: atexit_sleep_ms=0}\n",
+		os.Args[0], roleEnv)), 0o600)
+	first := filepath.Join(dir, "a.sock")
+	pid, _ := startInShell(t, cfg, "-socket", first)
+	a := &runningCluster{socket: first}
+	t.Cleanup(func() { a.cmd("kill") })
+	st, err := a.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := filepath.Join(dir, "b.sock")
+	cmd := exec.Command(os.Args[0], "run", "-config", cfg, "-listen", st.Addr, "-socket", second)
+	cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.CombinedOutput()
+	for _, want := range []string{"served by another process", fmt.Sprintf("pid %d", pid), "control socket " + first, "-share-port"} {
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("second supervisor on %s: %v, want a refusal with %q:\n%s", st.Addr, err, want, out)
+		}
+	}
+
+	// Shared on purpose: it starts, and both serve.
+	b, _ := startInShell(t, cfg, "-listen", st.Addr, "-socket", second, "-share-port")
+	bc := &runningCluster{socket: second}
+	if out, err := bc.cmd("kill"); err != nil || alive(b) {
+		t.Errorf("kill of the sharing supervisor: %v\n%s", err, out)
+	}
+}
+
+// TestUnknownCommandSuggests: a mistyped command names the nearest one.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"staus", `unknown command "staus"; did you mean "status"?`},
+		{"stauts", `did you mean "status"?`},
+		{"restrat", `did you mean "restart"?`},
+		{"jlsit", `did you mean "jlist"?`},
+		{"resurect", `did you mean "resurrect"?`},
+		{"dlete", `did you mean "delete"?`},
+		{"frobnicate", `unknown command "frobnicate"`},
+		{"--versoin", `did you mean "version"?`},
+		{"lst", `did you mean "ls"?`},
+		{"x", `unknown command "x"`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), []string{tc.in}, func(string) string { return "" }, &out, &out)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", tc.in, err, tc.want)
+			}
+			if !strings.Contains(tc.want, "did you mean") && err != nil && strings.Contains(err.Error(), "did you mean") {
+				t.Errorf("%s: %v, want no suggestion", tc.in, err)
+			}
+		})
+	}
+}
+
+// TestStartArgs: what `start` runs for each kind of file.
+func TestStartArgs(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte("x"), mode)
+		return p
+	}
+	eco, app, yml, exe, data := mk("ecosystem.config.js", 0o600), mk("app.js", 0o600), mk("c.yaml", 0o600), mk("srv", 0o755), mk("notes.txt", 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // joined by spaces; "error" for an error
+	}{
+		{"ecosystem", []string{eco, "-env", "production"}, "-env production -config " + eco},
+		{"script", []string{app, "-instances", "2", "--", "--port", "1"}, "-instances 2 -- node " + app + " --port 1"},
+		{"our yaml", []string{yml}, "-config " + yml},
+		{"pm2's -i", []string{app, "-i", "max"}, "-instances max -- node " + app},
+		{"executable", []string{exe}, "-- " + exe},
+		{"not runnable", []string{data}, "error"},
+		{"args to a config", []string{yml, "--", "x"}, "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := startArgs(tc.args[0], tc.args[1:])
+			if tc.want == "error" {
+				if err == nil {
+					t.Errorf("startArgs = %q, want an error", got)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Errorf("startArgs = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStartScript: `start app.js` runs an unmodified Node script in the background as
+// `node app.js` on the cluster's port, as `pm2 start app.js` does.
+func TestStartScript(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node")
+	}
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app.js")
+	os.WriteFile(app, []byte("require('http').createServer((q, s) => s.end('hello ' + process.argv[2])).listen(process.env.PORT)\n"), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	pid, out := startInShell(t, app, "-instances", "2", "-listen", "127.0.0.1:0", "-socket", sock, "--", "there")
+	c := &runningCluster{socket: sock}
+	t.Cleanup(func() { c.cmd("kill") })
+	st, err := c.status()
+	if err != nil || len(st.Workers) != 2 {
+		t.Fatalf("status: %+v %v\n%s", st, err, out)
+	}
+	if code, body, err := fetch("http://"+st.Addr+"/", 5*time.Second); err != nil || code != 200 || body != "hello there" {
+		t.Errorf("GET: %d %q %v, want 200 \"hello there\"", code, body, err)
+	}
+	if out, err := c.cmd("describe"); err != nil || !strings.Contains(out, "node "+app+" there") {
+		t.Errorf("describe: %v\n%s\nwant the command node %s there", err, out, app)
+	}
+	if out, err := c.cmd("kill"); err != nil || alive(pid) {
+		t.Errorf("kill: %v, supervisor alive %v\n%s", err, alive(pid), out)
+	}
+}
