@@ -67,6 +67,11 @@ type fleet struct {
 	// the supervisor began to stop, and the agent's address ("" without one).
 	drained, stopping atomic.Bool
 	agentAddr         string // set before the control socket serves
+
+	// reread reads the configuration file again as at start (-env, -only and the command
+	// line's overrides applied), for `reload --update-env` (updateenv.go); nil when the
+	// supervisor runs no file. Set before the control socket serves.
+	reread func() ([]cluster.App, error)
 }
 
 // launch starts the app's cluster (its workers come online on their own).

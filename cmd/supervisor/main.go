@@ -6,8 +6,8 @@
 //
 //	supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N] [-listen HOST:PORT] [-steering MODE] [-socket PATH] [-- COMMAND [ARGS...]]
 //	supervisor status [APP] [-json] [-socket PATH]
-//	supervisor reload [APP] [-socket PATH]
-//	supervisor restart [APP] [-socket PATH]
+//	supervisor reload [APP] [-update-env] [-socket PATH]
+//	supervisor restart [APP] [-update-env] [-socket PATH]
 //	supervisor scale [APP] N|+N|-N [-socket PATH]
 //	supervisor stop [APP] [-socket PATH]
 //	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
@@ -71,8 +71,11 @@ const usage = `usage:
                  (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
                  every app of it a cluster of its own)
   supervisor status [APP] [-json] [-socket PATH]
-  supervisor reload [APP] [-socket PATH]     (rolling, no request lost; fork apps restart)
-  supervisor restart [APP] [-socket PATH]    (stop then start each worker, as pm2 restart)
+  supervisor reload [APP] [-update-env] [-socket PATH]
+                 (rolling, no request lost; fork apps restart; -update-env: the config
+                 file's env read again and rolled in, as pm2 --update-env)
+  supervisor restart [APP] [-update-env] [-socket PATH]
+                 (stop then start each worker, as pm2 restart)
   supervisor scale [APP] N|+N|-N [-socket PATH]
   supervisor stop [APP] [-socket PATH]       (one app: the others serve on)
   supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]

@@ -53,6 +53,15 @@ func (s *Supervisor) exited(p *proc) {
 		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
 		return
 	}
+	if !s.cfg.autoRestart() {
+		// PM2's autorestart: false: the slot stays stopped until a reload or restart. Its
+		// socket closes as an errored slot's does: nobody would accept what queues there.
+		p.log.Info("worker exited; autorestart is off: the slot stays stopped until reload or restart",
+			zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+		sl.state = StateStopped
+		s.closeSocket(sl)
+		return
+	}
 	p.log.Warn("worker crashed", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
 	s.crashed(sl, up) // the loop's updateSteering then gives up the slot's queue
 }
