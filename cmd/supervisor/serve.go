@@ -202,6 +202,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 				return fmt.Errorf("app %s: %w", sp.Name, err)
 			}
 		}
+		for _, sp := range specs {
+			for _, w := range sp.Warnings {
+				fmt.Fprintln(stderr, "supervisor: warning:", w)
+			}
+		}
 		fmt.Fprintf(stderr, "supervisor: configuration ok: %d app(s)\n", len(specs))
 		return nil
 	}
@@ -243,6 +248,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		log = log.With(zap.String("app", specs[0].Name))
 	}
 	defer log.Sync()
+	for _, sp := range specs { // what the file says that means nothing here (PM2's deploy, PM2 Plus's fields)
+		for _, w := range sp.Warnings {
+			log.Warn("configuration: ignored", zap.String("app", sp.Name), zap.String("why", w))
+		}
+	}
 
 	if err := checkSocketPath(*socket); err != nil {
 		return err

@@ -114,6 +114,9 @@ type Config struct {
 	// stopped (its slot shown StateStopped) until a reload or restart starts it again.
 	// Default true (nil).
 	AutoRestart *bool `yaml:"autorestart"`
+	// StopExitCodes (PM2's stop_exit_codes): a worker that exits with one of these codes
+	// is left stopped, as under autorestart: false; other exits restart it. Default: none.
+	StopExitCodes []int `yaml:"stop_exit_codes"`
 	// Watch is PM2's watch: a change to a file under these paths (relative to cwd) rolls
 	// a reload, one worker at a time (watch.go). `true` is the app's directory, `false`
 	// or none is off; a path or a list of paths. Default: off.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os/exec"
 	"path"
 	"reflect"
 	"slices"
@@ -89,12 +90,32 @@ func (c Config) validatePM2() error {
 				"set exec_mode: fork for a port of its own per instance (each binds it itself), or drop increment_var")
 		}
 	}
+	for _, code := range c.StopExitCodes {
+		if code < 0 || code > 255 {
+			return fmt.Errorf("stop_exit_codes: %d is not an exit code: want 0 to 255", code)
+		}
+	}
 	if c.LogDateFormat != "" {
 		if _, err := parseDateFormat(c.LogDateFormat); err != nil {
 			return fmt.Errorf("log_date_format: %w", err)
 		}
 	}
 	return nil
+}
+
+// stopsFor reports whether a worker that ended with err (cmd.Wait's) stays stopped:
+// autorestart: false, or an exit code of stop_exit_codes.
+func (c Config) stopsFor(err error) bool {
+	if !c.autoRestart() {
+		return true
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode() // -1 for a signal: in no list
+	} else if err != nil {
+		return false
+	}
+	return slices.Contains(c.StopExitCodes, code)
 }
 
 // EnvOnlyChanges compares the configuration running (cur) with the one read again from

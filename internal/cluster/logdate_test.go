@@ -7,7 +7,7 @@ import (
 )
 
 func TestDateFormat(t *testing.T) {
-	at := time.Date(2026, 12, 5, 6, 4, 9, 7e6, time.FixedZone("", -(4*3600 + 1800)))
+	at := time.Date(2026, 12, 5, 6, 4, 9, 7e6, time.FixedZone("", -(4*3600+1800)))
 	tests := []struct{ name, format, want string }{
 		{"time: true", DefaultLogDateFormat, "2026-12-05T06:04:09"},
 		{"with zone", "YYYY-MM-DD HH:mm:ss Z", "2026-12-05 06:04:09 -04:30"},
