@@ -269,10 +269,11 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	}
 	command := ecosystemCommand(script, interpreter, nodeArgs, args)
 	if mode == "" {
-		// PM2's default: cluster mode for a Node app given instances, else fork (one
-		// process that binds what it wants itself), as `pm2 start` runs it.
+		// PM2's default: cluster mode for an app given instances, else fork (one process
+		// that binds what it wants itself), as `pm2 start` runs it. (PM2 makes only Node
+		// apps clusters; here any program that takes the slot's socket is one.)
 		mode = ExecFork
-		if hasInstances && isNode(command[0]) {
+		if hasInstances {
 			mode = ExecCluster
 		}
 	}
