@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -68,9 +67,9 @@ var pm2Fields = map[string]pm2Field{
 	"source_map_support": {kind: fieldIgnored}, "disable_source_map_support": {kind: fieldIgnored}, "force": {kind: fieldIgnored},
 	"username": {kind: fieldIgnored}, "kill_retry_time": {kind: fieldIgnored}, "write": {kind: fieldIgnored}, "execute_command": {kind: fieldIgnored},
 	"install_url": {kind: fieldIgnored}, "post_update": {kind: fieldIgnored}, "name_prefix": {kind: fieldIgnored},
-	"trace":          {kind: fieldWarned, def: "false", why: "PM2 Plus's transaction tracing; there is none here (metrics: -metrics HOST:PORT, status, monit)"},
-	"disable_trace":  {kind: fieldIgnored},
-	"v8":             {kind: fieldWarned, def: "false", why: "PM2 Plus's V8 metrics; there are none here (metrics: -metrics HOST:PORT, status, monit)"},
+	"trace":                {kind: fieldWarned, def: "false", why: "PM2 Plus's transaction tracing; there is none here (metrics: -metrics HOST:PORT, status, monit)"},
+	"disable_trace":        {kind: fieldIgnored},
+	"v8":                   {kind: fieldWarned, def: "false", why: "PM2 Plus's V8 metrics; there are none here (metrics: -metrics HOST:PORT, status, monit)"},
 	"event_loop_inspector": {kind: fieldWarned, def: "false", why: "PM2 Plus's event loop metrics; there are none here"},
 	"deep_monitoring":      {kind: fieldWarned, def: "false", why: "PM2 Plus's monitoring; there is none here (metrics: -metrics HOST:PORT, status, monit)"},
 	"io":                   {kind: fieldWarned, why: "PM2 Plus's APM settings; there is no APM here"},
@@ -137,16 +136,4 @@ func unknownField(at, k string) error {
 		hint = fmt.Sprintf(" (did you mean %s?)", c)
 	}
 	return fmt.Errorf("%s.%s: not a field of PM2's ecosystem file%s: fix its name or drop it (docs/supervisor.md lists what each PM2 field does here)", at, k, hint)
-}
-
-// takenFields lists the fields that act here, for the docs' table test.
-func takenFields() []string {
-	var out []string
-	for k, f := range pm2Fields {
-		if f.kind == fieldTaken || f.kind == fieldByHand {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

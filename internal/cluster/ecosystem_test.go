@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -324,16 +323,34 @@ func TestPM2Fields(t *testing.T) {
 	}
 }
 
+// TestPM2SchemaKnown: every app field of PM2 7's schema (lib/API/schema.json, aliases
+// included) is known here: taken, ignored or refused with a reason, never "unknown".
+func TestPM2SchemaKnown(t *testing.T) {
+	schema := strings.Fields(`script exec name name_prefix filter_env namespace install_url cwd args exec_interpreter interpreter
+node_args interpreterArgs interpreter_args out_file out output out_log error_file error err err_file err_log log_file log
+disable_logs log_type log_date_format time env max_memory_restart pid_file pid restart_delay exp_backoff_restart_delay
+source_map_support disable_source_map_support wait_ready instances kill_timeout shutdown_with_message listen_timeout
+cron_restart cron merge_logs combine_logs vizion autostart autorestart stop_exit_codes watch_delay watch ignore_watch
+watch_options min_uptime max_restarts execute_command exec_mode force append_env_to_name post_update trace disable_trace
+v8 event_loop_inspector deep_monitoring increment_var instance_var pmx automation treekill port username uid user gid
+windowsHide kill_retry_time write io kill_signal`)
+	for _, k := range schema {
+		f, ok := pm2Fields[k]
+		if !ok {
+			t.Errorf("%s: unknown", k)
+			continue
+		}
+		if (f.kind == fieldWarned || f.kind == fieldRefused) && f.why == "" {
+			t.Errorf("%s: ignored or refused without saying why", k)
+		}
+	}
+}
+
 // TestPM2Templates: the files PM2 7 writes (`pm2 init simple`, `pm2 ecosystem`), as they
 // are, read as PM2 runs them: fork mode (no instances), node by extension or for a
 // directory, watch on, the deploy block ignored with a pointer to how hosts are rolled here.
 func TestPM2Templates(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node not on PATH")
-		}
-		t.Skip("node not on PATH: the templates are JavaScript")
-	}
+	proctest.Need(t, "node") // the templates are JavaScript
 	type want struct {
 		name    string
 		command []string
