@@ -97,6 +97,7 @@ func TestUpdateEnv(t *testing.T) {
 			t.Errorf("reload -update-env said:\n%s\nwant %q", out, want)
 		}
 	}
+	t.Logf("reload -update-env:\n%s", out)
 	every("GREETING", "two")
 	every("MODE", "production") // -env production still applies
 	probe.end(t)
