@@ -75,6 +75,10 @@ type fleet struct {
 	runArgs    []string
 	mainLog    *logFile
 	workerLogs *workerLogs
+	// reread reads the configuration file again as at start (-env, -only and the command
+	// line's overrides applied), for `reload --update-env` (updateenv.go); nil when the
+	// supervisor runs no file. Set before the control socket serves.
+	reread func() ([]cluster.App, error)
 }
 
 // launch starts the app's cluster (its workers come online on their own).

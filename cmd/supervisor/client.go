@@ -32,6 +32,10 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	if cmd == "upgrade" {
 		fs.StringVar(&binary, "binary", "", "the new supervisor binary (default: the path the running one was started from, where a deploy puts the new one)")
 	}
+	updateEnv := false
+	if cmd == "reload" || cmd == "restart" {
+		fs.BoolVar(&updateEnv, "update-env", false, "read the configuration file again (with run's -env NAME) and roll its env into every worker (pm2 --update-env); other fields changed are named, not applied")
+	}
 	lines, follow := 15, false
 	if cmd == "logs" {
 		fs.IntVar(&lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
@@ -133,6 +137,9 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 			q.Set("binary", binary)
 		}
 	}
+	if updateEnv {
+		q.Set("update_env", "1")
+	}
 	path := "/" + cmd
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -170,6 +177,14 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 			return fmt.Errorf("%s: %s", cmd, e.Error)
 		}
 		return fmt.Errorf("%s: %s", cmd, resp.Status)
+	}
+	if updateEnv { // what the file's env changed, and what else it changed that a reload does not take
+		var nr notesReply
+		if json.Unmarshal(body, &nr) == nil {
+			for _, n := range nr.Notes {
+				fmt.Fprintln(stdout, n)
+			}
+		}
 	}
 	switch cmd {
 	case "status":

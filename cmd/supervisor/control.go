@@ -255,6 +255,13 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 	}
 	badRequest := func(w http.ResponseWriter, err error) { reply(w, http.StatusBadRequest, errorReply{err.Error()}) }
 	ok := func(w http.ResponseWriter) { reply(w, http.StatusOK, map[string]bool{"ok": true}) }
+	okNotes := func(w http.ResponseWriter, notes []string) { // what the operator should know of a success
+		if notes == nil {
+			ok(w)
+			return
+		}
+		reply(w, http.StatusOK, notesReply{OK: true, Notes: notes})
+	}
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := fl.status(r.URL.Query().Get("app"))
 		if err != nil {
@@ -301,18 +308,28 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 		ring.follow(r.Context(), w, flush, sel, n, q.Get("follow") == "1")
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		notes, err := fl.updateEnvIf(r) // ?update_env=1 (updateenv.go)
+		if err != nil {
+			fail(w, err)
+			return
+		}
 		if err := fl.reload(r.Context(), r.URL.Query().Get("app")); err != nil {
 			fail(w, err)
 			return
 		}
-		ok(w)
+		okNotes(w, notes)
 	})
 	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
+		notes, err := fl.updateEnvIf(r) // ?update_env=1 (updateenv.go)
+		if err != nil {
+			fail(w, err)
+			return
+		}
 		if err := fl.restart(r.Context(), r.URL.Query().Get("app")); err != nil {
 			fail(w, err)
 			return
 		}
-		ok(w)
+		okNotes(w, notes)
 	})
 	mux.HandleFunc("POST /scale", func(w http.ResponseWriter, r *http.Request) {
 		n, rel, err := cluster.ParseScale(r.URL.Query().Get("n"))

@@ -8,8 +8,8 @@
 //	supervisor start FILE|SCRIPT [run's flags] | start APP
 //	supervisor status|ls|list [APP] [-json] [-socket PATH]
 //	supervisor jlist | describe APP | delete APP|all | kill | flush [APP] | save | resurrect
-//	supervisor reload [APP] [-socket PATH]
-//	supervisor restart [APP] [-socket PATH]
+//	supervisor reload [APP] [-update-env] [-socket PATH]
+//	supervisor restart [APP] [-update-env] [-socket PATH]
 //	supervisor scale [APP] N|+N|-N [-socket PATH]
 //	supervisor stop [APP|all] [-socket PATH]
 //	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
@@ -86,8 +86,11 @@ const usage = `usage:
   supervisor jlist [-socket PATH]            (status -json)
   supervisor describe APP [-json] [-socket PATH]
                  (one app: cwd, command, env names, restarts, uptime, each worker's pid)
-  supervisor reload [APP] [-socket PATH]     (rolling, no request lost; fork apps restart)
-  supervisor restart [APP] [-socket PATH]    (stop then start each worker, as pm2 restart)
+  supervisor reload [APP] [-update-env] [-socket PATH]
+                 (rolling, no request lost; fork apps restart; -update-env: the config
+                 file's env read again and rolled in, as pm2 --update-env)
+  supervisor restart [APP] [-update-env] [-socket PATH]
+                 (stop then start each worker, as pm2 restart)
   supervisor scale [APP] N|+N|-N [-socket PATH]
   supervisor stop APP|all [-socket PATH]     (listed as stopped, the supervisor stays: pm2 stop)
   supervisor stop [-socket PATH]             (no app: the whole supervisor, as kill)

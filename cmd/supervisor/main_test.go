@@ -79,6 +79,10 @@ func fakeWorker() {
 			if closeAfter.Load() {
 				w.Header().Set("Connection", "close")
 			}
+			if name, ok := strings.CutPrefix(r.URL.Path, "/env/"); ok { // what this worker was given (updateenv_test.go)
+				fmt.Fprintf(w, "%s %d\n", os.Getenv(name), os.Getpid())
+				return
+			}
 			io.WriteString(w, "ok\n")
 		}),
 		ConnState: func(_ net.Conn, st http.ConnState) {

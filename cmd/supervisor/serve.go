@@ -80,84 +80,94 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 			path = defaultConfig
 		}
 	}
-	var specs []cluster.App // what to run: one unnamed app, or an ecosystem file's apps
-	isEco := path != "" && cluster.IsEcosystem(path)
-	switch {
-	case isEco:
-		apps, err := cluster.LoadEcosystem(path, *envName)
-		if err != nil {
-			return err
-		}
-		specs = apps
-	case *envName != "":
-		return fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", *envName, path)
-	case *only != "":
-		return fmt.Errorf("only: %q applies to a PM2 ecosystem file, and -config %q is not one", *only, path)
-	case path != "":
-		c, err := cluster.LoadConfig(path)
-		if err != nil {
-			return err
-		}
-		specs = []cluster.App{{Config: c}}
-	default:
-		specs = []cluster.App{{}}
-	}
-	if *only != "" {
-		i := slices.IndexFunc(specs, func(a cluster.App) bool { return a.Name == *only })
-		if i < 0 {
-			var names []string
-			for _, a := range specs {
-				names = append(names, a.Name)
-			}
-			return fmt.Errorf("only: %q: %s has no app of that name (its apps: %s)", *only, path, strings.Join(names, ", "))
-		}
-		specs = specs[i : i+1]
-	}
-	// The command line's settings are one cluster's: with several apps they would apply
-	// to all, which is never what a file of different apps means.
-	overrides := map[string]bool{"instances": *instances != "", "listen": *listen != "", "steering": *steer != "", "-- COMMAND": fs.NArg() > 0}
-	for _, name := range []string{"instances", "listen", "steering", "-- COMMAND"} {
-		if overrides[name] && len(specs) > 1 {
-			return fmt.Errorf("%s: applies to one app, and %s has %d: set it in the file, or pick one app with -only NAME", name, path, len(specs))
-		}
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this program: %w", err)
 	}
 	ours := filepath.Join(filepath.Dir(exe), "worker")
-	for i := range specs {
-		cfg := &specs[i].Config
-		if *instances != "" {
-			n, err := cluster.ParseInstances(*instances)
+	// loadSpecs reads what to run from the configuration and applies the command line's
+	// overrides: at start, and again for `reload --update-env` (fleet.updateEnv), so that
+	// the file read again compares with what runs field by field.
+	loadSpecs := func() ([]cluster.App, error) {
+		var specs []cluster.App // what to run: one unnamed app, or an ecosystem file's apps
+		isEco := path != "" && cluster.IsEcosystem(path)
+		switch {
+		case isEco:
+			apps, err := cluster.LoadEcosystem(path, *envName)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			cfg.Instances = n
-		}
-		if *listen != "" {
-			cfg.Listen = *listen
-		}
-		if *steer != "" {
-			cfg.Steering = *steer
-		}
-		if fs.NArg() > 0 {
-			cfg.Command = fs.Args()
-		}
-		if len(cfg.Command) == 0 {
-			cfg.Command = []string{ours}
-			// Our worker says ready once its database is open: online means serving. (A
-			// program named by the configuration is waited for once one of its workers
-			// has said ready, or from the start with wait_ready: true.)
-			ready := true
-			cfg.WaitReady = &ready
-		}
-		if err := cfg.Validate(); err != nil { // after the overrides: -listen on a fork app, say
-			if len(specs) > 1 || specs[i].Name != "" {
-				return fmt.Errorf("app %s: %w", specs[i].Name, err)
+			specs = apps
+		case *envName != "":
+			return nil, fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", *envName, path)
+		case *only != "":
+			return nil, fmt.Errorf("only: %q applies to a PM2 ecosystem file, and -config %q is not one", *only, path)
+		case path != "":
+			c, err := cluster.LoadConfig(path)
+			if err != nil {
+				return nil, err
 			}
-			return err
+			specs = []cluster.App{{Config: c}}
+		default:
+			specs = []cluster.App{{}}
 		}
+		if *only != "" {
+			i := slices.IndexFunc(specs, func(a cluster.App) bool { return a.Name == *only })
+			if i < 0 {
+				var names []string
+				for _, a := range specs {
+					names = append(names, a.Name)
+				}
+				return nil, fmt.Errorf("only: %q: %s has no app of that name (its apps: %s)", *only, path, strings.Join(names, ", "))
+			}
+			specs = specs[i : i+1]
+		}
+		// The command line's settings are one cluster's: with several apps they would apply
+		// to all, which is never what a file of different apps means.
+		overrides := map[string]bool{"instances": *instances != "", "listen": *listen != "", "steering": *steer != "", "-- COMMAND": fs.NArg() > 0}
+		for _, name := range []string{"instances", "listen", "steering", "-- COMMAND"} {
+			if overrides[name] && len(specs) > 1 {
+				return nil, fmt.Errorf("%s: applies to one app, and %s has %d: set it in the file, or pick one app with -only NAME", name, path, len(specs))
+			}
+		}
+		for i := range specs {
+			cfg := &specs[i].Config
+			if *instances != "" {
+				n, err := cluster.ParseInstances(*instances)
+				if err != nil {
+					return nil, err
+				}
+				cfg.Instances = n
+			}
+			if *listen != "" {
+				cfg.Listen = *listen
+			}
+			if *steer != "" {
+				cfg.Steering = *steer
+			}
+			if fs.NArg() > 0 {
+				cfg.Command = fs.Args()
+			}
+			if len(cfg.Command) == 0 {
+				cfg.Command = []string{ours}
+				// Our worker says ready once its database is open: online means serving. (A
+				// program named by the configuration is waited for once one of its workers
+				// has said ready, or from the start with wait_ready: true.)
+				ready := true
+				cfg.WaitReady = &ready
+			}
+			if err := cfg.Validate(); err != nil { // after the overrides: -listen on a fork app, say
+				if len(specs) > 1 || specs[i].Name != "" {
+					return nil, fmt.Errorf("app %s: %w", specs[i].Name, err)
+				}
+				return nil, err
+			}
+		}
+		return specs, nil
+	}
+	specs, err := loadSpecs()
+	if err != nil {
+		return err
 	}
 	agentAddr, err := agentAddress(*agentFlag, specs)
 	if err != nil {
@@ -191,6 +201,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		for _, sp := range specs {
 			if _, err := cluster.New(sp.Config, cluster.Options{}); err != nil {
 				return fmt.Errorf("app %s: %w", sp.Name, err)
+			}
+		}
+		for _, sp := range specs {
+			for _, w := range sp.Warnings {
+				fmt.Fprintln(stderr, "supervisor: warning:", w)
 			}
 		}
 		fmt.Fprintf(stderr, "supervisor: configuration ok: %d app(s)\n", len(specs))
@@ -234,6 +249,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		log = log.With(zap.String("app", specs[0].Name))
 	}
 	defer log.Sync()
+	for _, sp := range specs { // what the file says that means nothing here (PM2's deploy, PM2 Plus's fields)
+		for _, w := range sp.Warnings {
+			log.Warn("configuration: ignored", zap.String("app", sp.Name), zap.String("why", w))
+		}
+	}
 
 	if err := checkSocketPath(*socket); err != nil {
 		return err
@@ -329,6 +349,9 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// For save and flush (pm2.go).
 	fl.runArgs, fl.mainLog, fl.workerLogs = args, lf, wl
+	if path != "" {
+		fl.reread = loadSpecs
+	}
 	for name, f := range kept { // claimed by no app
 		log.Info("a descriptor systemd passed is no slot's: closed", zap.String("name", name))
 		f.Close()

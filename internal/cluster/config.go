@@ -110,6 +110,41 @@ type Config struct {
 	// StatsInterval is how often workers are asked for counters and /proc is sampled.
 	// Default 1 s.
 	StatsInterval Duration `yaml:"stats_interval"`
+	// AutoRestart is PM2's autorestart: false leaves a worker that exited, crashed or not,
+	// stopped (its slot shown StateStopped) until a reload or restart starts it again.
+	// Default true (nil).
+	AutoRestart *bool `yaml:"autorestart"`
+	// StopExitCodes (PM2's stop_exit_codes): a worker that exits with one of these codes
+	// is left stopped, as under autorestart: false; other exits restart it. Default: none.
+	StopExitCodes []int `yaml:"stop_exit_codes"`
+	// Watch is PM2's watch: a change to a file under these paths (relative to cwd) rolls
+	// a reload, one worker at a time (watch.go). `true` is the app's directory, `false`
+	// or none is off; a path or a list of paths. Default: off.
+	Watch WatchPaths `yaml:"watch"`
+	// IgnoreWatch (PM2's ignore_watch) are glob patterns (path.Match) of paths under Watch
+	// whose changes do not count, matched against the path relative to the watched one,
+	// each of its parent directories and its base name. Dotfiles and node_modules are never
+	// watched (PM2's default). Default: none.
+	IgnoreWatch []string `yaml:"ignore_watch"`
+	// WatchDelay (PM2's watch_delay) is how long the reload waits after a change; changes
+	// meanwhile join it, and a change during a reload rolls one more after it. Default 0.
+	WatchDelay Duration `yaml:"watch_delay"`
+	// CronRestart (PM2's cron_restart) rolls a reload (a restart in fork mode) at the times
+	// of this cron expression (internal/cron: 5 fields, or 6 with seconds first), in the
+	// supervisor's time zone. Default: none.
+	CronRestart string `yaml:"cron_restart"`
+	// InstanceVar (PM2's instance_var) names the variable that gives each worker its slot
+	// index. Default NODE_APP_INSTANCE, given to Node programs (as PM2's cluster mode gives
+	// it); a name set here is given to every program. (ONEHOST_WORKER_ID always is.)
+	InstanceVar string `yaml:"instance_var"`
+	// IncrementVar (PM2's increment_var) names a variable each worker gets as its value in
+	// env (0 if unset) plus its slot index: PORT 4000 is 4000, 4001, ... in fork mode.
+	// Default: none.
+	IncrementVar string `yaml:"increment_var"`
+	// LogDateFormat (PM2's log_date_format, in day.js tokens: YYYY-MM-DD HH:mm:ss Z)
+	// prefixes every line a worker writes with its time and ": ", as PM2 does; PM2's
+	// `time: true` is DefaultLogDateFormat. Default: none.
+	LogDateFormat string `yaml:"log_date_format"`
 	// Agent is the HOST:PORT where the supervisor answers HAProxy's agent-check (up with a
 	// weight, drain, down: cmd/supervisor's agent). It is the supervisor's, not a cluster's:
 	// `supervisor run -agent` sets it too. Default: none.
@@ -143,6 +178,9 @@ const (
 
 // Fork reports whether c runs in fork mode (no socket of ours).
 func (c Config) Fork() bool { return c.ExecMode == ExecFork }
+
+// autoRestart is AutoRestart's value, true when unset (PM2's default).
+func (c Config) autoRestart() bool { return c.AutoRestart == nil || *c.AutoRestart }
 
 // waitReady is WaitReady's value, false when unset.
 func (c Config) waitReady() bool { return c.WaitReady != nil && *c.WaitReady }
@@ -291,6 +329,7 @@ func (c Config) Validate() error {
 		{"watchdog_sec", c.WatchdogSec, 0, time.Hour},
 		{"stats_interval", c.StatsInterval, 0, time.Minute},
 		{"adopt_wait", c.AdoptWait, 0, time.Hour},
+		{"watch_delay", c.WatchDelay, 0, 10 * time.Minute},
 	}
 	for _, d := range durs {
 		if time.Duration(d.v) < d.min || time.Duration(d.v) > d.max {
@@ -301,6 +340,9 @@ func (c Config) Validate() error {
 		// One late answer must not cost a worker its life.
 		return fmt.Errorf("heartbeat_timeout: %v is out of range: want at least twice stats_interval (%v)",
 			d.HeartbeatTimeout.D(), d.StatsInterval.D())
+	}
+	if err := c.validatePM2(); err != nil {
+		return err
 	}
 	if c.MaxRestarts < 0 || c.MaxRestarts > 1_000_000 {
 		return fmt.Errorf("max_restarts: %d is out of range: want 0 (default 16) to 1000000", c.MaxRestarts)

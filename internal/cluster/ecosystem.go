@@ -24,17 +24,9 @@ type App struct {
 	Name    string
 	Config  Config
 	LogFile string // out_file / error_file / log_file, all one file; "" if none given
-}
-
-// ecosystemFields maps the PM2 app fields this supervisor understands to the Config field
-// (its YAML name) they become; "" for those handled by hand.
-var ecosystemFields = map[string]string{
-	"name": "", "script": "", "args": "", "interpreter": "", "exec_mode": "", "cwd": "cwd",
-	"instances": "instances", "env": "", "wait_ready": "wait_ready", "listen_timeout": "listen_timeout",
-	"kill_timeout": "kill_timeout", "kill_signal": "kill_signal", "shutdown_with_message": "shutdown_with_message",
-	"max_memory_restart": "max_memory_restart", "min_uptime": "min_uptime", "max_restarts": "max_restarts",
-	"restart_delay": "restart_delay", "exp_backoff_restart_delay": "exp_backoff_restart_delay",
-	"merge_logs": "", "out_file": "", "error_file": "", "log_file": "",
+	// Warnings are what the file says that is ignored here (PM2 Plus's fields, a deploy
+	// block: the file's own go with its first app), for the caller to log.
+	Warnings []string
 }
 
 // IsEcosystem reports whether path names a PM2 ecosystem file rather than our YAML: a
@@ -97,13 +89,27 @@ func ParseEcosystem(r io.Reader, envName string) ([]App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	var doc struct {
-		Apps []yaml.Node `yaml:"apps"`
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("decode: %w: want an object with apps: [{name, script, ...}] (JSON or YAML)", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("decode: %w (only `apps` is read at the top level)", err)
+	var doc struct {
+		Apps []yaml.Node
+	}
+	var fileWarnings []string
+	for k, v := range top {
+		switch k {
+		case "apps":
+			if err := v.Decode(&doc.Apps); err != nil {
+				return nil, fmt.Errorf("apps: not a list of apps (line %d): want apps: [{name, script, ...}]", v.Line)
+			}
+		case "deploy":
+			// PM2's deploy clones a repository on hosts over ssh and runs commands there.
+			fileWarnings = append(fileWarnings, "deploy: ignored: this supervisor deploys nothing; hosts are rolled here one at a time behind their balancer: "+
+				"`supervisor drain`, update the host with your own tool, then `supervisor reload` (or `upgrade`) and `supervisor ready` (docs/fleet.md)")
+		default:
+			return nil, fmt.Errorf("%s: not read here: an ecosystem file has apps (and deploy, which is ignored here) at the top level", k)
+		}
 	}
 	if len(doc.Apps) == 0 {
 		return nil, errors.New("apps: no app given")
@@ -123,6 +129,7 @@ func ParseEcosystem(r io.Reader, envName string) ([]App, error) {
 		envFound = envFound || hasEnv
 		apps = append(apps, app)
 	}
+	apps[0].Warnings = append(fileWarnings, apps[0].Warnings...)
 	if !envFound {
 		return nil, fmt.Errorf("env %q: no app has env_%s", envName, envName)
 	}
@@ -142,10 +149,11 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	}
 	var e App
 	var script, interpreter, mode string
-	var args []string
-	var env, envSel *yaml.Node
+	var args, nodeArgs []string
+	var env, envSel, port *yaml.Node
 	var logs []string
 	var mergeLogs *bool // nil: not given (PM2's default is false)
+	var stamp, hasFormat, hasInstances bool
 	for i := 0; i+1 < len(app.Content); i += 2 {
 		k, v := app.Content[i].Value, app.Content[i+1]
 		if strings.HasPrefix(k, "env_") {
@@ -154,30 +162,55 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 			}
 			continue
 		}
-		ourName, known := ecosystemFields[k]
+		f, known := pm2Fields[k]
 		if !known {
-			return App{}, false, fmt.Errorf("%s.%s: not supported by this supervisor (supported: %s, env_NAME)", at, k, supportedFields())
+			return App{}, false, unknownField(at, k)
 		}
-		if ourName != "" {
-			put(ourName, v)
+		switch f.kind {
+		case fieldTaken:
+			switch f.ours {
+			case "log_date_format":
+				hasFormat = true
+			case "instances":
+				hasInstances = true
+			}
+			put(f.ours, v)
 			continue
+		case fieldIgnored:
+			continue
+		case fieldWarned:
+			if !f.atDefault(v) {
+				e.Warnings = append(e.Warnings, fmt.Sprintf("%s.%s: ignored: %s", at, k, f.why))
+			}
+			continue
+		case fieldRefused:
+			if f.atDefault(v) {
+				continue
+			}
+			return App{}, false, fmt.Errorf("%s.%s: not supported here: %s", at, k, f.why)
 		}
 		var err error
-		switch k {
+		switch f.ours {
 		case "name":
 			err = v.Decode(&e.Name)
 		case "script":
 			err = v.Decode(&script)
 		case "interpreter":
 			err = v.Decode(&interpreter)
-		case "args":
+		case "args", "node_args":
+			var l []string
 			if v.Kind == yaml.SequenceNode {
-				err = v.Decode(&args)
+				err = v.Decode(&l)
 			} else {
 				var s string
 				if err = v.Decode(&s); err == nil {
-					args = strings.Fields(s) // PM2 splits a string on spaces too
+					l = strings.Fields(s) // PM2 splits a string on spaces too
 				}
+			}
+			if f.ours == "args" {
+				args = l
+			} else {
+				nodeArgs = l
 			}
 		case "exec_mode":
 			if err = v.Decode(&mode); err == nil {
@@ -192,12 +225,27 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 			}
 		case "env":
 			env = v
+		case "port": // PM2's shortcut for env.PORT
+			port = v
+		case "time":
+			err = v.Decode(&stamp)
+		case "stop_exit_codes": // a code or a list of them
+			if v.Kind == yaml.ScalarNode {
+				v = &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{v}}
+			}
+			put("stop_exit_codes", v)
 		case "merge_logs":
 			var m bool
 			if err = v.Decode(&m); err == nil {
 				mergeLogs = &m
 			}
 		case "out_file", "error_file", "log_file":
+			if v.Tag == "!!bool" {
+				if v.Value == "true" { // PM2's log_file: true is its own default path
+					err = errors.New("true: PM2's default log path under ~/.pm2 is not used here: give a path, or drop it and run with -log-dir DIR for one file per instance")
+				}
+				break
+			}
 			var p string
 			if err = v.Decode(&p); err == nil && p != "" {
 				logs = append(logs, p)
@@ -206,6 +254,9 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 		if err != nil {
 			return App{}, false, fmt.Errorf("%s.%s: %w", at, k, err)
 		}
+	}
+	if stamp && !hasFormat { // PM2's time: true
+		put("log_date_format", &yaml.Node{Kind: yaml.ScalarNode, Value: DefaultLogDateFormat})
 	}
 	if script == "" {
 		return App{}, false, fmt.Errorf("%s.script: missing: the program to run", at)
@@ -216,11 +267,29 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	if err := checkAppName(e.Name); err != nil {
 		return App{}, false, fmt.Errorf("%s.name: %w", at, err)
 	}
-	if mode != "" {
-		put("exec_mode", &yaml.Node{Kind: yaml.ScalarNode, Value: mode})
+	command := ecosystemCommand(script, interpreter, nodeArgs, args)
+	if mode == "" {
+		// PM2's default: cluster mode for an app given instances, else fork (one process
+		// that binds what it wants itself), as `pm2 start` runs it. (PM2 makes only Node
+		// apps clusters; here any program that takes the slot's socket is one.)
+		mode = ExecFork
+		if hasInstances {
+			mode = ExecCluster
+		}
 	}
-	if env != nil || envSel != nil {
+	if len(nodeArgs) > 0 && interpreter == "none" {
+		return App{}, false, fmt.Errorf("%s.node_args: %q with interpreter: none: there is no interpreter to pass them to: drop node_args, or name the interpreter", at, nodeArgs)
+	}
+	put("exec_mode", &yaml.Node{Kind: yaml.ScalarNode, Value: mode})
+	if env != nil || envSel != nil || port != nil {
 		merged := map[string]string{}
+		if port != nil {
+			var p string
+			if err := port.Decode(&p); err != nil {
+				return App{}, false, fmt.Errorf("%s.port: %w", at, err)
+			}
+			merged["PORT"] = p // env.PORT, when given, wins (applied after)
+		}
 		for _, n := range []*yaml.Node{env, envSel} {
 			if n == nil {
 				continue
@@ -267,24 +336,8 @@ func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 		}
 		e.LogFile = logs[0]
 	}
-	var command []string
-	switch {
-	case interpreter == "none":
-		command = []string{script}
-	case interpreter != "":
-		command = []string{interpreter, script}
-	default:
-		switch filepath.Ext(script) { // PM2 picks the interpreter by extension
-		case ".js", ".cjs", ".mjs":
-			command = []string{"node", script}
-		case ".py":
-			command = []string{"python3", script}
-		default:
-			command = []string{script}
-		}
-	}
 	var cmdNode yaml.Node
-	if err := cmdNode.Encode(append(command, args...)); err != nil {
+	if err := cmdNode.Encode(command); err != nil {
 		return App{}, false, err
 	}
 	put("command", &cmdNode)
@@ -317,15 +370,6 @@ func checkAppName(n string) error {
 	return nil
 }
 
-func supportedFields() string {
-	var names []string
-	for k := range ecosystemFields {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
 // ecosystemListen is the address a PM2 app's cluster serves: the port the app itself asks
 // for in env.PORT (PM2 shares whatever port the app listens on), on env.HOST when given.
 // Without HOST it is every interface, 0.0.0.0, as the app's own listen(PORT) would bind
@@ -340,4 +384,34 @@ func ecosystemListen(port, host string) (string, error) {
 		host = "0.0.0.0"
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n)), nil
+}
+
+// pm2Interpreters are the interpreters PM2 picks by the script's extension (PM2's
+// interpreter.json; python3 for .py, where PM2 falls back to it).
+var pm2Interpreters = map[string]string{
+	".js": "node", ".cjs": "node", ".mjs": "node", ".py": "python3", ".sh": "bash", ".rb": "ruby",
+	".php": "php", ".pl": "perl", ".coffee": "coffee", ".ls": "lsc", ".ts": "bun", ".tsx": "bun",
+}
+
+// ecosystemCommand is the command line of an app: interpreter, its arguments (node_args),
+// the script and its arguments. Without an interpreter it is picked by extension as PM2
+// does; a directory (a path ending in /, PM2's own template's './service-worker/') is a
+// Node package, run with node; any other script runs itself.
+func ecosystemCommand(script, interpreter string, nodeArgs, args []string) []string {
+	if interpreter == "" {
+		interpreter = pm2Interpreters[filepath.Ext(script)]
+		if interpreter == "bun" { // Node strips TypeScript's types itself since 22.18
+			if _, err := exec.LookPath("bun"); err != nil {
+				interpreter = "node"
+			}
+		}
+		if strings.HasSuffix(script, "/") {
+			interpreter = "node"
+		}
+	}
+	var command []string
+	if interpreter != "" && interpreter != "none" {
+		command = append([]string{interpreter}, nodeArgs...)
+	}
+	return append(append(command, script), args...)
 }

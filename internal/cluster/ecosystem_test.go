@@ -66,7 +66,24 @@ func TestParseEcosystem(t *testing.T) {
 		{"python by extension", `{"apps":[{"script":"app.py"}]}`, "", "", []string{"python3", "app.py"}},
 		{"interpreter", `{"apps":[{"script":"app.rb","interpreter":"ruby","args":["-w"]}]}`, "", "", []string{"ruby", "app.rb", "-w"}},
 		{"interpreter none", `{"apps":[{"script":"./bin/app","interpreter":"none"}]}`, "", "", []string{"./bin/app"}},
-		{"unsupported field", `{"apps":[{"script":"a.js","cron_restart":"0 * * * *"}]}`, "", "apps[0].cron_restart: not supported by this supervisor (supported: args, cwd,", nil},
+		{"not a PM2 field", `{"apps":[{"script":"a.js","watchh":true}]}`, "", "apps[0].watchh: not a field of PM2's ecosystem file (did you mean watch?): fix its name or drop it", nil},
+		{"refused: uid", `{"apps":[{"script":"a.js","uid":"www"}]}`, "", "apps[0].uid: not supported here: the workers run as the supervisor's user: run it as that user", nil},
+		{"refused: autostart false", `{"apps":[{"script":"a.js","autostart":false}]}`, "", "apps[0].autostart: not supported here: every app of the file starts here", nil},
+		{"refused: filter_env", `{"apps":[{"script":"a.js","filter_env":["SECRET"]}]}`, "", "apps[0].filter_env: not supported here: the workers get the supervisor's environment", nil},
+		{"bad cron", `{"apps":[{"script":"a.js","cron_restart":"every day"}]}`, "", `apps[0]: cron_restart: "every day": 2 fields: want 5 fields`, nil},
+		{"bad watch", `{"apps":[{"script":"a.js","watch":{"a":1}}]}`, "", "apps[0]: watch: not a watch value (line 1): write true", nil},
+		{"node_args", `{"apps":[{"script":"a.js","node_args":"--max-old-space-size=4096 --trace-warnings","args":["x"]}]}`, "", "",
+			[]string{"node", "--max-old-space-size=4096", "--trace-warnings", "a.js", "x"}},
+		{"interpreter_args, a list", `{"apps":[{"script":"a.py","interpreter_args":["-u"]}]}`, "", "", []string{"python3", "-u", "a.py"}},
+		{"node_args without an interpreter", `{"apps":[{"script":"./app","interpreter":"none","node_args":"--inspect"}]}`, "", "no interpreter to pass them to", nil},
+		{"a directory: node", `{"apps":[{"script":"./service-worker/"}]}`, "", "", []string{"node", "./service-worker/"}},
+		{"shell by extension", `{"apps":[{"script":"run.sh"}]}`, "", "", []string{"bash", "run.sh"}},
+		{"exec, PM2's alias of script", `{"apps":[{"exec":"a.js"}]}`, "", "", []string{"node", "a.js"}},
+		{"increment_var PORT in cluster mode", `{"apps":[{"script":"a.js","instances":2,"increment_var":"PORT","env":{"PORT":3000}}]}`, "", "increment_var: PORT in cluster mode", nil},
+		{"increment_var not a number", `{"apps":[{"script":"a.js","exec_mode":"fork","increment_var":"N","env":{"N":"x"}}]}`, "", `env.N is "x", not a number`, nil},
+		{"ignore_watch without watch", `{"apps":[{"script":"a.js","ignore_watch":["logs"]}]}`, "", "ignore_watch: given without watch", nil},
+		{"log_file true", `{"apps":[{"script":"a.js","log_file":true}]}`, "", "apps[0].log_file: true: PM2's default log path", nil},
+		{"unknown top-level key", `{"apps":[{"script":"a.js"}],"hosts":[]}`, "", "hosts: not read here", nil},
 		{"two apps of one name", `{"apps":[{"script":"a.js"},{"script":"lib/a.mjs"}]}`, "", `apps[1].name: "a" is apps[0]'s name too`, nil},
 		{"no apps", `{"apps":[]}`, "", "no app given", nil},
 		{"bad duration", "{\"apps\":[{\"script\":\"a.js\",\n\"kill_timeout\":\"soon\"}]}", "", `apps[0]: kill_timeout: "soon" is not a duration (line 2): write a duration such as 5s`, nil},
@@ -80,9 +97,8 @@ func TestParseEcosystem(t *testing.T) {
 		{"merge_logs unset", `{"apps":[{"script":"a.js","out_file":"o.log"}]}`, "", "apps[0].merge_logs: not set, and PM2 then writes one file per instance", nil},
 		{"one merged file", `{"apps":[{"script":"a.js","out_file":"o.log","error_file":"o.log","merge_logs":true}]}`, "", "", []string{"node", "a.js"}},
 		{"bad value", `{"apps":[{"script":"a.js","instances":"lots"}]}`, "", `instances: "lots" is out of range`, nil},
-		{"env.HOST", `{"apps":[{"script":"a.js","env":{"PORT":8080,"HOST":"127.0.0.1"}}]}`, "", "", []string{"node", "a.js"}},
-		{"env.PORT not a port", `{"apps":[{"script":"a.js","env":{"PORT":"http"}}]}`, "", `apps[0].env.PORT: "http": want a port number`, nil},
-		{"other top-level key", `{"apps":[{"script":"a.js"}],"deploy":{}}`, "", "only `apps` is read", nil},
+		{"env.HOST", `{"apps":[{"script":"a.js","instances":2,"env":{"PORT":8080,"HOST":"127.0.0.1"}}]}`, "", "", []string{"node", "a.js"}},
+		{"env.PORT not a port", `{"apps":[{"script":"a.js","instances":2,"env":{"PORT":"http"}}]}`, "", `apps[0].env.PORT: "http": want a port number`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +139,7 @@ func TestParseEcosystemApps(t *testing.T) {
 		env                map[string]string
 	}
 	wants := []want{
-		{"api", "", "0.0.0.0:3000", 2, map[string]string{"PORT": "3000", "NODE_ENV": "production"}},
+		{"api", ExecCluster, "0.0.0.0:3000", 2, map[string]string{"PORT": "3000", "NODE_ENV": "production"}},
 		{"admin", ExecCluster, "127.0.0.1:3001", 1, map[string]string{"PORT": "3001", "HOST": "127.0.0.1"}},
 		{"mailer", ExecFork, "", InstancesMax, map[string]string{"PORT": "3002"}},
 		{"cron", ExecFork, "", 2, nil},
@@ -180,7 +196,7 @@ func TestLoadEcosystemJavaScript(t *testing.T) {
 		{"syntax error", "ecosystem.config.js", "module.exports = {apps: [", "SyntaxError"},
 		{"throws", "ecosystem.config.js", "throw new Error('no config for you')", "no config for you"},
 		{"exports nothing", "ecosystem.config.js", "", "apps: no app given"},
-		{"unknown field named", "ecosystem.config.js", "module.exports = {apps: [{script: 'a.js', watch: true}]}", "apps[0].watch: not supported"},
+		{"unknown field named", "ecosystem.config.js", "module.exports = {apps: [{script: 'a.js', wacth: true}]}", "apps[0].wacth: not a field of PM2's ecosystem file (did you mean watch?)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,4 +266,122 @@ func FuzzParseEcosystem(f *testing.F) {
 			names[a.Name] = true
 		}
 	})
+}
+
+// TestPM2Fields: every field of PM2's ecosystem file is known; at PM2's default none is
+// refused or warned about; the ones that act here reach the Config; the ones that mean
+// nothing here are warned about when set otherwise.
+func TestPM2Fields(t *testing.T) {
+	const defaults = `{"apps": [{
+  "name": "api", "script": "api.js", "autorestart": true, "watch": false, "time": false, "merge_logs": false,
+  "instance_var": "NODE_APP_INSTANCE", "treekill": true, "vizion": true, "autostart": true, "pmx": true, "automation": true,
+  "windowsHide": true, "filter_env": false, "disable_logs": false, "append_env_to_name": false, "trace": false,
+  "source_map_support": true, "force": false, "kill_retry_time": 100, "uid": null, "pid_file": null
+}]}`
+	apps, err := ParseEcosystem(strings.NewReader(defaults), "")
+	if err != nil {
+		t.Fatalf("PM2's defaults refused: %v", err)
+	}
+	if w := apps[0].Warnings; len(w) != 0 {
+		t.Errorf("warnings at PM2's defaults: %q", w)
+	}
+	if c := apps[0].Config; c.ExecMode != ExecFork || len(c.Watch) != 0 || c.LogDateFormat != "" || !c.autoRestart() {
+		t.Errorf("config %+v: want fork mode (PM2's default without instances), no watch, no stamp, autorestart", c)
+	}
+
+	const taken = `{"apps": [{
+  "name": "api", "script": "api.js", "exec_mode": "fork", "instances": 2, "autorestart": false, "stop_exit_codes": 0,
+  "watch": ["src", "config"], "ignore_watch": ["logs", "*.tmp"], "watch_delay": 500, "cron": "0 3 * * *",
+  "instance_var": "INSTANCE_ID", "increment_var": "PORT", "port": 4000, "time": true,
+  "trace": true, "namespace": "shop", "watch_options": {"usePolling": true}
+}], "deploy": {"production": {"user": "u", "host": "h"}}}`
+	apps, err = ParseEcosystem(strings.NewReader(taken), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apps[0].Config
+	if c.autoRestart() || !slices.Equal(c.StopExitCodes, []int{0}) || !slices.Equal(c.Watch, WatchPaths{"src", "config"}) ||
+		!slices.Equal(c.IgnoreWatch, []string{"logs", "*.tmp"}) || c.WatchDelay.D() != 500*time.Millisecond || c.CronRestart != "0 3 * * *" ||
+		c.InstanceVar != "INSTANCE_ID" || c.IncrementVar != "PORT" || c.Env["PORT"] != "4000" || c.LogDateFormat != DefaultLogDateFormat {
+		t.Errorf("config %+v", c)
+	}
+	warned := strings.Join(apps[0].Warnings, "\n")
+	for _, want := range []string{"deploy: ignored: this supervisor deploys nothing", "docs/fleet.md", "apps[0].trace: ignored: PM2 Plus",
+		"apps[0].namespace: ignored", "apps[0].watch_options: ignored"} {
+		if !strings.Contains(warned, want) {
+			t.Errorf("warnings %q lack %q", warned, want)
+		}
+	}
+
+	// watch: true is the app's directory; a string one path; log_date_format beats time.
+	apps, err = ParseEcosystem(strings.NewReader(`{"apps": [{"script": "a.js", "watch": true, "time": true, "log_date_format": "HH:mm"}, {"script": "b.js", "watch": "lib"}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := apps[0].Config, apps[1].Config; !slices.Equal(a.Watch, WatchPaths{"."}) || a.LogDateFormat != "HH:mm" || !slices.Equal(b.Watch, WatchPaths{"lib"}) {
+		t.Errorf("watch %q format %q, watch %q", a.Watch, a.LogDateFormat, b.Watch)
+	}
+}
+
+// TestPM2SchemaKnown: every app field of PM2 7's schema (lib/API/schema.json, aliases
+// included) is known here: taken, ignored or refused with a reason, never "unknown".
+func TestPM2SchemaKnown(t *testing.T) {
+	schema := strings.Fields(`script exec name name_prefix filter_env namespace install_url cwd args exec_interpreter interpreter
+node_args interpreterArgs interpreter_args out_file out output out_log error_file error err err_file err_log log_file log
+disable_logs log_type log_date_format time env max_memory_restart pid_file pid restart_delay exp_backoff_restart_delay
+source_map_support disable_source_map_support wait_ready instances kill_timeout shutdown_with_message listen_timeout
+cron_restart cron merge_logs combine_logs vizion autostart autorestart stop_exit_codes watch_delay watch ignore_watch
+watch_options min_uptime max_restarts execute_command exec_mode force append_env_to_name post_update trace disable_trace
+v8 event_loop_inspector deep_monitoring increment_var instance_var pmx automation treekill port username uid user gid
+windowsHide kill_retry_time write io kill_signal`)
+	for _, k := range schema {
+		f, ok := pm2Fields[k]
+		if !ok {
+			t.Errorf("%s: unknown", k)
+			continue
+		}
+		if (f.kind == fieldWarned || f.kind == fieldRefused) && f.why == "" {
+			t.Errorf("%s: ignored or refused without saying why", k)
+		}
+	}
+}
+
+// TestPM2Templates: the files PM2 7 writes (`pm2 init simple`, `pm2 ecosystem`), as they
+// are, read as PM2 runs them: fork mode (no instances), node by extension or for a
+// directory, watch on, the deploy block ignored with a pointer to how hosts are rolled here.
+func TestPM2Templates(t *testing.T) {
+	proctest.Need(t, "node") // the templates are JavaScript
+	type want struct {
+		name    string
+		command []string
+		watch   WatchPaths
+	}
+	for _, tc := range []struct {
+		dir     string
+		apps    []want
+		warning string
+	}{
+		{"init-simple", []want{{"app1", []string{"node", "./app.js"}, nil}}, ""},
+		{"ecosystem", []want{{"index", []string{"node", "index.js"}, WatchPaths{"."}},
+			{"service-worker", []string{"node", "./service-worker/"}, WatchPaths{"./service-worker"}}}, "deploy: ignored"},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			apps, err := LoadEcosystem(filepath.Join("testdata", "pm2", tc.dir, "ecosystem.config.js"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(apps) != len(tc.apps) {
+				t.Fatalf("%d apps, want %d", len(apps), len(tc.apps))
+			}
+			for i, w := range tc.apps {
+				c := apps[i].Config
+				if apps[i].Name != w.name || !slices.Equal(c.Command, w.command) || !slices.Equal(c.Watch, w.watch) || c.ExecMode != ExecFork {
+					t.Errorf("apps[%d] = %s %q watch %q mode %s, want %+v in fork mode", i, apps[i].Name, c.Command, c.Watch, c.ExecMode, w)
+				}
+			}
+			if got := strings.Join(apps[0].Warnings, "\n"); !strings.Contains(got, tc.warning) || (tc.warning == "" && got != "") {
+				t.Errorf("warnings %q, want %q", got, tc.warning)
+			}
+		})
+	}
 }

@@ -38,8 +38,12 @@ const (
 // bind their own sockets (self_bind) or serve no port, when the environment says ONEHOST_NODE_PRELOAD=0, or
 // when it cannot be written (logged once); preloaded says whether it is there.
 func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bool) {
-	if _, ok := lookupEnv(env, "NODE_APP_INSTANCE"); !ok {
-		add = append(add, "NODE_APP_INSTANCE="+strconv.Itoa(slot))
+	iv := s.cfg.InstanceVar // PM2's instance_var renames it
+	if iv == "" {
+		iv = "NODE_APP_INSTANCE"
+	}
+	if _, ok := lookupEnv(env, iv); !ok {
+		add = append(add, iv+"="+strconv.Itoa(slot))
 	}
 	if _, ok := lookupEnv(env, "pm_id"); !ok {
 		add = append(add, "pm_id="+strconv.Itoa(slot))

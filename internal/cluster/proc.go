@@ -23,6 +23,8 @@ const (
 	StateStopping       = "stopping"
 	StateErrored        = "errored"
 	StateWaitingRestart = "waiting-restart"
+	// StateStopped is a slot whose worker exited under autorestart: false (PM2's stopped).
+	StateStopped = "stopped"
 )
 
 // proc is one worker process. The fields above the line are set before the process's
@@ -102,10 +104,12 @@ const clockTicks = 100
 // than maxLogLine are cut, so a worker that never writes a newline cannot grow the
 // supervisor's memory.
 type lineLogger struct {
-	log *zap.Logger
-	raw io.Writer // also gets each line as is, newline-terminated; nil: none
-	buf []byte
-	cut bool
+	log   *zap.Logger
+	raw   io.Writer  // also gets each line as is, newline-terminated; nil: none
+	stamp dateFormat // log_date_format: each line gets "TIME: " in front (but a JSON one logged as an entry); nil: none
+	buf   []byte
+	pre   []byte // the stamped line
+	cut   bool
 }
 
 // copyLines feeds r to w until EOF (every holder of the pipe's write end closed it), then
@@ -143,15 +147,20 @@ func (w *lineLogger) add(p []byte) {
 
 func (w *lineLogger) flush() {
 	if len(w.buf) > 0 || w.cut {
+		line := w.buf
+		if w.stamp != nil { // PM2's log_date_format: "TIME: line"
+			w.pre = append(append(w.stamp.append(w.pre[:0], time.Now()), ": "...), w.buf...)
+			line = w.pre
+		}
 		if w.cut || !w.logJSON(w.buf) {
 			// Check first: with the level off, a line costs no allocation.
 			if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
-				ce.Write(zap.ByteString("line", w.buf), zap.Bool("truncated", w.cut))
+				ce.Write(zap.ByteString("line", line), zap.Bool("truncated", w.cut))
 			}
 		}
 		if w.raw != nil {
-			w.buf = append(w.buf, '\n')
-			w.raw.Write(w.buf)
+			line = append(line, '\n')
+			w.raw.Write(line)
 		}
 	}
 	w.buf, w.cut = w.buf[:0], false

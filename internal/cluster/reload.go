@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -268,6 +269,17 @@ wait:
 	})
 	if !promoted {
 		return fail(ErrStopped)
+	}
+	return nil
+}
+
+// SetEnv replaces the env (Config.Env) that every worker started from now on gets, as
+// `reload --update-env` does before its reload: the reload then rolls it into every
+// worker, and a worker restarted after a crash gets it too.
+func (s *Supervisor) SetEnv(env map[string]string) error {
+	env = maps.Clone(env)
+	if !s.call(func() { s.cfg.Env = env }) {
+		return ErrStopped
 	}
 	return nil
 }

@@ -53,6 +53,16 @@ func (s *Supervisor) exited(p *proc) {
 		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
 		return
 	}
+	if s.cfg.stopsFor(p.exitErr) {
+		// PM2's autorestart: false, or an exit code of stop_exit_codes: the slot stays
+		// stopped until a reload or restart. Its socket closes as an errored slot's does:
+		// nobody would accept what queues there.
+		p.log.Info("worker exited and stays stopped (autorestart: false, or stop_exit_codes) until reload or restart",
+			zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+		sl.state = StateStopped
+		s.closeSocket(sl)
+		return
+	}
 	p.log.Warn("worker crashed", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
 	s.crashed(sl, up) // the loop's updateSteering then gives up the slot's queue
 }

@@ -92,6 +92,15 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	for k, v := range s.cfg.Env {
 		env = append(env, k+"="+v)
 	}
+	// PM2's instance_var (a name set: every program gets it; Node's NODE_APP_INSTANCE by
+	// default comes with nodeEnv) and increment_var (its env value, 0 unset, plus the slot).
+	if v := s.cfg.InstanceVar; v != "" {
+		env = append(env, v+"="+strconv.Itoa(sl.id))
+	}
+	if v := s.cfg.IncrementVar; v != "" {
+		base, _ := strconv.Atoi(s.cfg.Env[v]) // validated a number when set
+		env = append(env, v+"="+strconv.Itoa(base+sl.id))
+	}
 	// The descriptors: the socket first (socket activation: fds from 3, LISTEN_FDS of
 	// them), then our ipc, then Node's channel. Variables of our own environment that
 	// would say otherwise are removed (unset), not set empty: gunicorn reads
@@ -245,7 +254,7 @@ func (s *Supervisor) newProc(slot, pid int, conn *ipc.Conn) *proc {
 // forwardOutput logs the worker's output lines from r (and copies them to its slot's
 // WorkerLog file), until r ends.
 func (s *Supervisor) forwardOutput(r *os.File, p *proc) {
-	ll := &lineLogger{log: p.log}
+	ll := &lineLogger{log: p.log, stamp: s.dateFmt}
 	if s.opt.WorkerLog != nil {
 		ll.raw = s.opt.WorkerLog(p.slot)
 	}

@@ -54,7 +54,7 @@ func (s *Supervisor) notifyReady() {
 	}
 	for _, sl := range s.slots {
 		online := sl.cur != nil && sl.cur.state == StateOnline
-		if !online && sl.state != StateErrored {
+		if !online && sl.state != StateErrored && sl.state != StateStopped {
 			return
 		}
 	}

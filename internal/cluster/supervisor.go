@@ -206,6 +206,11 @@ type Supervisor struct {
 
 	clock *stallClock // the supervisor's own absences (stall.go); set at Start
 
+	dateFmt dateFormat // log_date_format compiled; nil: none
+	// The watch and cron_restart goroutines (watch.go): stopped and waited for by stop.
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
+
 	reloads, reloadsAborted, scales atomic.Int64 // for Counters
 
 	serving     atomic.Uint64 // online<<32 | desired, published by the loop (hostdrain.go)
@@ -253,7 +258,15 @@ func New(cfg Config, opt Options) (*Supervisor, error) {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	return &Supervisor{cfg: cfg, opt: opt, log: opt.Logger, calls: make(chan func()),
+	s0 := &Supervisor{cfg: cfg, opt: opt}
+	if err := s0.checkWatch(); err != nil {
+		return nil, err
+	}
+	var df dateFormat
+	if cfg.LogDateFormat != "" {
+		df, _ = parseDateFormat(cfg.LogDateFormat) // validated
+	}
+	return &Supervisor{cfg: cfg, opt: opt, log: opt.Logger, calls: make(chan func()), dateFmt: df,
 		quit: make(chan struct{}), slots: map[int]*slot{}, procs: map[*proc]struct{}{}}, nil
 }
 
@@ -372,6 +385,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	s.log.Info("cluster started", zap.String("addr", s.addr), zap.Int("instances", n),
 		zap.Strings("command", s.cfg.Command), zap.String("steering", s.steerKind))
+	s.startBackground(ctx)
 	return nil
 }
 
@@ -515,6 +529,7 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 			}
 		}
 	})
+	s.stopBackground() // before ops: a reload they began ends with their context
 	s.ops.Lock()
 	defer s.ops.Unlock()
 	begun := time.Now()

@@ -1,0 +1,147 @@
+// reload and restart --update-env: the configuration file read again and its env rolled
+// into the workers, as `pm2 reload --update-env` does.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// errNoFile: --update-env on a supervisor started without a configuration file.
+var errNoFile = errors.New("update-env: this supervisor was started without a configuration file (-config), so there is no env to read again: " +
+	"put the env in a file (env: in configs/cluster.yaml, or an ecosystem file) and run the supervisor with -config FILE")
+
+// notesReply is a command's success with what the operator should know of it (reload
+// --update-env: the env's changes, and fields the file changed that a reload does not take).
+type notesReply struct {
+	OK    bool     `json:"ok"`
+	Notes []string `json:"notes"`
+}
+
+// updateEnvIf runs updateEnv for a reload or restart that asks for it (?update_env=1),
+// for the app of ?app=.
+func (f *fleet) updateEnvIf(r *http.Request) ([]string, error) {
+	if r.URL.Query().Get("update_env") != "1" {
+		return nil, nil
+	}
+	return f.updateEnv(r.URL.Query().Get("app"))
+}
+
+// updateEnv reads the configuration file again (with the -env NAME and -only NAME the
+// supervisor was started with) and gives the named apps (every app for "") the env it has
+// now: workers started from then on get it, so the reload or restart that follows rolls it
+// into every worker. Only env is taken; the other fields the file changed are named in
+// the notes, as are apps the file added or dropped, since they take the supervisor run
+// again with the file. Nothing is changed when the file cannot be read or an app's new env
+// cannot be rolled in alone (a cluster app's PORT or HOST: EnvOnlyChanges).
+func (f *fleet) updateEnv(name string) (notes []string, err error) {
+	if f.reread == nil {
+		return nil, errNoFile
+	}
+	apps, err := f.pick(name)
+	if err != nil {
+		return nil, err
+	}
+	// One update at a time, and a.cfg is what a stopped app starts from again (startApp,
+	// under ops too).
+	f.ops.Lock()
+	defer f.ops.Unlock()
+	specs, err := f.reread()
+	if err != nil {
+		return nil, fmt.Errorf("update-env: %w (nothing changed: the workers keep their env)", err)
+	}
+	label := func(a *app) string {
+		if a.name == "" {
+			return "the app"
+		}
+		return "app " + a.name
+	}
+	type change struct {
+		a   *app
+		env map[string]string
+	}
+	var changes []change
+	for _, a := range apps {
+		i := slices.IndexFunc(specs, func(sp cluster.App) bool { return sp.Name == a.name })
+		if i < 0 {
+			notes = append(notes, fmt.Sprintf("%s is no longer in the file: its env stays as it was (supervisor stop %s stops it)", label(a), a.name))
+			continue
+		}
+		next := specs[i].Config
+		fields, err := cluster.EnvOnlyChanges(a.cfg, next)
+		if err != nil {
+			return nil, fmt.Errorf("update-env: %s: %w (nothing changed)", label(a), err)
+		}
+		switch {
+		case maps.Equal(a.cfg.Env, next.Env):
+			notes = append(notes, fmt.Sprintf("%s: env unchanged in the file", label(a)))
+		default:
+			notes = append(notes, fmt.Sprintf("%s: env updated (%s)", label(a), envDiff(a.cfg.Env, next.Env)))
+		}
+		if len(fields) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %s changed in the file too, and a reload rolls in env alone: "+
+				"stop the supervisor and run it again with the file for those", label(a), strings.Join(fields, ", ")))
+		}
+		changes = append(changes, change{a, next.Env})
+	}
+	if name == "" || name == "all" {
+		for _, sp := range specs {
+			if !slices.ContainsFunc(f.apps, func(a *app) bool { return a.name == sp.Name }) {
+				notes = append(notes, fmt.Sprintf("app %s is new in the file and does not run here: run the supervisor again with the file to start it", sp.Name))
+			}
+		}
+	}
+	for _, c := range changes {
+		c.a.mu.Lock()
+		c.a.cfg.Env = c.env
+		sup := c.a.sup
+		c.a.mu.Unlock()
+		if sup != nil {
+			if err := sup.SetEnv(c.env); err != nil {
+				return notes, f.wrap(c.a, err)
+			}
+		}
+		c.a.log.Info("env read again from the configuration file (--update-env)", zap.Int("variables", len(c.env)))
+	}
+	return notes, nil
+}
+
+// envDiff names the variables added, changed and removed between two envs, never their
+// values (a secret's among them).
+func envDiff(cur, next map[string]string) string {
+	var added, changed, removed []string
+	for k, v := range next {
+		old, ok := cur[k]
+		switch {
+		case !ok:
+			added = append(added, k)
+		case old != v:
+			changed = append(changed, k)
+		}
+	}
+	for k := range cur {
+		if _, ok := next[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		what string
+		keys []string
+	}{{"added", added}, {"changed", changed}, {"removed", removed}} {
+		if len(p.keys) > 0 {
+			slices.Sort(p.keys)
+			parts = append(parts, p.what+" "+strings.Join(p.keys, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
