@@ -83,6 +83,16 @@ func TestSystemdNotify(t *testing.T) {
 		}
 	}
 	ready := next("READY=1")
+	// A command's worker counts as online from its start until its first ready message
+	// (docs/supervisor.md), so READY=1 can come before the workers have run far enough to
+	// write their environment: on a loaded machine, -race, that is over a second.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(envFile); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no worker wrote %s within 20 s\n%s", envFile, logs)
+		}
+	}
 	if !regexp.MustCompile(`STATUS=2/2 online, 0 errored, [0-9,]+ req/s`).MatchString(ready) {
 		t.Errorf("READY notification %q: want the status line", ready)
 	}
@@ -106,7 +116,7 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	b, err := os.ReadFile(envFile)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, logs.String())
 	}
 	// Each worker has a notify socket of its own (for programs that speak sd_notify), never
 	// the supervisor's, and no watchdog.
