@@ -190,7 +190,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePage$$' -fuzztime 10s ./internal/shop/
 	$(GO) test -run '^$$' -fuzz '^FuzzNotModified$$' -fuzztime 10s ./internal/shop/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
-	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations; do \
+	$(GO) test -run '^$$' -fuzz '^FuzzNegotiate$$' -fuzztime 30s ./internal/contentcoding/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/cron/
+	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations FuzzListeningInodes FuzzDateFormat; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
 	for f in FuzzParseAutocannon FuzzParseWrk FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile FuzzParseScaleCSV; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/ceiling/ || exit 1; done
