@@ -56,29 +56,7 @@ func TestLinkDown(t *testing.T) {
 	}
 
 	t.Run("haproxy", func(t *testing.T) {
-		lb := f.net.LB
-		var servers []Server
-		for _, h := range f.hosts {
-			servers = append(servers, Server{Name: h.name, Addr: h.addr()})
-		}
-		params := HAProxyParams{
-			Listen: net.JoinHostPort(lb.Addr, "8080"), Servers: servers, AgentPort: rollAgentPort, Threads: 1,
-			CheckInter: 200 * time.Millisecond, AgentInter: 200 * time.Millisecond,
-		}
-		var hlog syncBuffer
-		hp, err := StartHAProxy(context.Background(), readTemplate(t, "haproxy/haproxy.cfg"),
-			HAProxyOptions{Dir: t.TempDir(), Params: params, Stderr: &hlog, Wrap: fleetns.Wrap(lb.Name)})
-		if err != nil {
-			t.Fatalf("%v\n%s", err, hlog.String())
-		}
-		defer func() {
-			if err := hp.Stop(); err != nil {
-				t.Error(err)
-			}
-			if t.Failed() {
-				t.Logf("haproxy:\n%s", hlog.String())
-			}
-		}()
+		hp, params := f.startHAProxy(t)
 		stat := func(name string) ServerStat {
 			ss, _ := hp.Stat()
 			for _, s := range ss {
@@ -140,7 +118,7 @@ func TestLinkDown(t *testing.T) {
 		rise := time.Since(t1)
 		// Back: HAProxy sends to h0 again.
 		back := stat(h0.name).Stot
-		err = poll(5*time.Second, "h0 used again", func() (bool, string) {
+		err := poll(5*time.Second, "h0 used again", func() (bool, string) {
 			s := stat(h0.name)
 			return s.Stot > back, fmt.Sprintf("stot %d", s.Stot)
 		})

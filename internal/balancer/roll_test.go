@@ -584,29 +584,7 @@ func TestRoll(t *testing.T) {
 	})
 
 	t.Run("haproxy", func(t *testing.T) {
-		lb := f.net.LB
-		var servers []Server
-		for _, h := range f.hosts {
-			servers = append(servers, Server{Name: h.name, Addr: h.addr()})
-		}
-		params := HAProxyParams{
-			Listen: net.JoinHostPort(lb.Addr, "8080"), Servers: servers, AgentPort: rollAgentPort, Threads: 1,
-			CheckInter: 200 * time.Millisecond, AgentInter: 200 * time.Millisecond,
-		}
-		var hlog syncBuffer
-		hp, err := StartHAProxy(context.Background(), readTemplate(t, "haproxy/haproxy.cfg"),
-			HAProxyOptions{Dir: t.TempDir(), Params: params, Stderr: &hlog, Wrap: fleetns.Wrap(lb.Name)})
-		if err != nil {
-			t.Fatalf("%v\n%s", err, hlog.String())
-		}
-		defer func() {
-			if err := hp.Stop(); err != nil {
-				t.Error(err)
-			}
-			if t.Failed() {
-				t.Logf("haproxy:\n%s", hlog.String())
-			}
-		}()
+		hp, params := f.startHAProxy(t)
 		stat := func(name string) (ServerStat, error) {
 			ss, err := hp.Stat()
 			for _, s := range ss {
@@ -754,4 +732,35 @@ func TestRoll(t *testing.T) {
 			check(t, "behind HAProxy, h0 not back", fig, nil)
 		})
 	})
+}
+
+// startHAProxy runs the production haproxy.cfg in the balancer namespace in front of the
+// fleet's hosts (agent and HTTP checks every 200 ms), stopped when the test ends, its log
+// shown when the test failed.
+func (f *rollFleet) startHAProxy(t *testing.T) (*HAProxy, HAProxyParams) {
+	t.Helper()
+	lb := f.net.LB
+	var servers []Server
+	for _, h := range f.hosts {
+		servers = append(servers, Server{Name: h.name, Addr: h.addr()})
+	}
+	params := HAProxyParams{
+		Listen: net.JoinHostPort(lb.Addr, "8080"), Servers: servers, AgentPort: rollAgentPort, Threads: 1,
+		CheckInter: 200 * time.Millisecond, AgentInter: 200 * time.Millisecond,
+	}
+	var hlog syncBuffer
+	hp, err := StartHAProxy(context.Background(), readTemplate(t, "haproxy/haproxy.cfg"),
+		HAProxyOptions{Dir: t.TempDir(), Params: params, Stderr: &hlog, Wrap: fleetns.Wrap(lb.Name)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, hlog.String())
+	}
+	t.Cleanup(func() {
+		if err := hp.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("haproxy:\n%s", hlog.String())
+		}
+	})
+	return hp, params
 }

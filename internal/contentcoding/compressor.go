@@ -145,15 +145,15 @@ func NewCompressor(cfg Config) (*Compressor, error) {
 // Choose negotiates the coding for a body of size bytes: identity when the body is
 // small. ok false: the request accepts nothing offered, identity included (406).
 func (c *Compressor) Choose(acceptEncoding []byte, size int) (Coding, bool) {
-	k, ok := Negotiate(acceptEncoding, c.offered)
-	if ok && size < c.minSize {
-		// Small bodies go as they are when identity is acceptable; a client that refused
-		// identity still gets its coding.
-		if id, idOK := Negotiate(acceptEncoding, nil); idOK && id == Identity {
+	if size < c.minSize {
+		// Small bodies go as they are when identity is acceptable (nothing offered: the
+		// answer is identity or nothing); a client that refused identity still gets its
+		// coding.
+		if _, ok := Negotiate(acceptEncoding, nil); ok {
 			return Identity, true
 		}
 	}
-	return k, ok
+	return Negotiate(acceptEncoding, c.offered)
 }
 
 // appendWriter is an io.Writer appending to a slice the caller keeps.

@@ -48,6 +48,7 @@ type catalog struct {
 
 // representation is the page in one content coding.
 type representation struct {
+	coding   contentcoding.Coding
 	body     []byte
 	encoding string // the Content-Encoding value; "" for identity
 	// etag is strong and differs per coding (RFC 9110 8.8.3: a validator names one
@@ -72,16 +73,13 @@ func loadCatalog() catalog {
 		if err != nil {
 			panic("shop: embedded catalog missing: " + err.Error())
 		}
-		c.encoded = append(c.encoded, representation{body: enc, encoding: k.String(), etag: `"` + tag + "-" + k.String() + `"`})
-		c.offered = append(c.offered, k)
+		c.encoded = append(c.encoded, representation{coding: k, body: enc, encoding: k.String(), etag: `"` + tag + "-" + k.String() + `"`})
 	}
 	// The page is compressed once, so the smallest coding is the best to send; a client's
 	// q-values still come first (contentcoding.Negotiate).
-	idx := []int{0, 1, 2}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(len(c.encoded[a].body), len(c.encoded[b].body)) })
-	enc, off := slices.Clone(c.encoded), slices.Clone(c.offered)
-	for i, j := range idx {
-		c.encoded[i], c.offered[i] = enc[j], off[j]
+	slices.SortStableFunc(c.encoded, func(a, b representation) int { return cmp.Compare(len(a.body), len(b.body)) })
+	for _, r := range c.encoded {
+		c.offered = append(c.offered, r.coding)
 	}
 	return c
 }
@@ -96,12 +94,8 @@ func (c *catalog) choose(acceptEncoding []byte) (*representation, bool) {
 	if k == contentcoding.Identity {
 		return &c.plain, true
 	}
-	for i, o := range c.offered {
-		if o == k {
-			return &c.encoded[i], true
-		}
-	}
-	return &c.plain, true
+	i := slices.Index(c.offered, k) // Negotiate answers only what is offered
+	return &c.encoded[i], true
 }
 
 // httpTime is the IMF-fixdate layout of HTTP dates (RFC 9110 5.6.7).

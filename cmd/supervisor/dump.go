@@ -1,0 +1,190 @@
+// `supervisor save` and `resurrect`: the running apps written to a dump file and started
+// from it again, as PM2's dump.pm2.
+
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// dump is `supervisor save`'s file, which `resurrect` starts from (PM2's dump.pm2): how
+// the supervisor was started (its arguments, directory and environment) and what ran.
+type dump struct {
+	Version int       `json:"version"`
+	SavedAt time.Time `json:"saved_at"`
+	Socket  string    `json:"socket"`
+	Cwd     string    `json:"cwd"`
+	Args    []string  `json:"args"`
+	// Env is the supervisor's environment, which its workers inherit (secrets included:
+	// the file is mode 0600, as PM2's dump is its user's).
+	Env  []string  `json:"env"`
+	Apps []dumpApp `json:"apps"`
+}
+
+type dumpApp struct {
+	Name   string `json:"name,omitempty"`
+	Mode   string `json:"mode"`
+	Status string `json:"status"` // running or stopped
+	// Instances is the app's workers when saved: the scale resurrect restores.
+	Instances int `json:"instances"`
+}
+
+// notInherited are the variables of the supervisor's environment that belong to how it
+// was started (systemd's, an upgrade's), not to the apps: a dump leaves them out.
+var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_", envUpgradeFallback, envUpgradeFailed}
+
+// saveDump is POST /save's body: the dump of the running supervisor.
+func (f *fleet) saveDump() (dump, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return dump{}, fmt.Errorf("save: %w", err)
+	}
+	d := dump{Version: 1, SavedAt: time.Now().UTC(), Cwd: cwd, Args: f.runArgs}
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(notInherited, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			d.Env = append(d.Env, kv)
+		}
+	}
+	for _, a := range f.live() {
+		da := dumpApp{Name: a.name, Mode: a.mode(), Status: "stopped"}
+		if sup := a.current(); sup != nil {
+			da.Status, da.Instances = "running", len(sup.Status())
+		}
+		d.Apps = append(d.Apps, da)
+	}
+	return d, nil
+}
+
+// defaultDumpPath is the dump beside the control socket.
+func defaultDumpPath(socket string) string {
+	return strings.TrimSuffix(socket, ".sock") + ".dump.json"
+}
+
+// runSave is `supervisor save [-file PATH]`.
+func runSave(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("supervisor save", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	file := fs.String("file", "", "the dump file (default: beside the control socket, SOCKET without .sock + .dump.json)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("save: unexpected argument %q: every app is saved", fs.Arg(0))
+	}
+	if err := checkSocketPath(*socket); err != nil {
+		return err
+	}
+	body, err := controlCall(ctx, *socket, "POST", "/save", nil)
+	if err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	var d dump
+	if err := json.Unmarshal(body, &d); err != nil {
+		return fmt.Errorf("save: decode: %w", err)
+	}
+	d.Socket = *socket
+	path := cmp.Or(*file, defaultDumpPath(*socket))
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	// Written whole, then renamed: a crash mid-save leaves the previous dump.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("save: %w", err)
+	}
+	fmt.Fprintf(stdout, "saved %d app(s) to %s (supervisor resurrect starts them again)\n", len(d.Apps), path)
+	return nil
+}
+
+// runResurrect is `supervisor resurrect [-file PATH]`: a background start from the dump,
+// in its directory with its environment, then each app brought to its saved state
+// (scale, stopped, or deleted when it was not in the dump).
+func runResurrect(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("supervisor resurrect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", defaultSocket(getenv), "control socket path of the saved supervisor (where its dump lies by default)")
+	file := fs.String("file", "", "the dump file (default: beside the control socket)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("resurrect: unexpected argument %q", fs.Arg(0))
+	}
+	path := cmp.Or(*file, defaultDumpPath(*socket))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("resurrect: %w (supervisor save writes it)", err)
+	}
+	var d dump
+	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 {
+		return fmt.Errorf("resurrect: %s is not a dump of supervisor save (version %d, %v)", path, d.Version, err)
+	}
+	runArgs := d.Args
+	sock, ok := flagValue(runArgs, "socket")
+	if !ok {
+		sock = cmp.Or(d.Socket, *socket)
+		runArgs = append([]string{"-socket", sock}, runArgs...)
+	}
+	var quiet bytes.Buffer // the table comes once the apps are as saved
+	if err := startBackground(ctx, runArgs, d.Cwd, d.Env, getenv, &quiet); err != nil {
+		return fmt.Errorf("resurrect: %w", err)
+	}
+	st, err := statusWithin(ctx, controlClient(sock), sock, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("resurrect: %w", err)
+	}
+	saved := map[string]dumpApp{}
+	for _, a := range d.Apps {
+		saved[a.Name] = a
+	}
+	var errs []error
+	for _, a := range st.Apps {
+		q := url.Values{}
+		if a.Name != "" {
+			q.Set("app", a.Name)
+		}
+		s, ok := saved[a.Name]
+		var err error
+		switch {
+		case !ok:
+			_, err = controlCall(ctx, sock, "POST", "/delete", q)
+		case s.Status == "stopped":
+			_, err = controlCall(ctx, sock, "POST", "/stop", q)
+		case s.Mode == cluster.ExecCluster && s.Instances > 0 && s.Instances != a.Workers:
+			q.Set("n", strconv.Itoa(s.Instances))
+			_, err = controlCall(ctx, sock, "POST", "/scale", q)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("app %s: %w", a.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("resurrect: started, but not every app as saved: %w", err)
+	}
+	if err := printStatus(ctx, controlClient(sock), sock, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "resurrected from %s (saved %s)\n", path, d.SavedAt.Format(time.RFC3339))
+	return nil
+}

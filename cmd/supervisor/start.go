@@ -1,0 +1,275 @@
+// `supervisor start FILE|SCRIPT`: a supervisor in the background, as `pm2 start`.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/onehost/onehost/internal/cluster"
+)
+
+// startOnlineTimeout is how long `start` waits for the apps to come online before it
+// says so and leaves the supervisor to it.
+const startOnlineTimeout = 120 * time.Second
+
+// runStart is `supervisor start`: FILE|SCRIPT [run's flags] [-- ARGS] starts a supervisor
+// in the background, as `pm2 start` does, and returns once its apps are online; APP starts
+// a stopped app of the running supervisor (`pm2 start NAME`).
+func runStart(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		fmt.Fprintln(stdout, startUsage)
+		return nil
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		// No file named: the one here, as `pm2 start` finds ecosystem.config.js.
+		i := slices.IndexFunc(defaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
+		if i < 0 {
+			fmt.Fprintln(stderr, startUsage)
+			return fmt.Errorf("start: no FILE given and none of %s here: name the file, the script, or a stopped APP", strings.Join(defaultStartFiles, ", "))
+		}
+		args = append([]string{defaultStartFiles[i]}, args...)
+	}
+	target, rest := args[0], args[1:]
+	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
+		runArgs, err := startArgs(target, rest)
+		if err != nil {
+			return err
+		}
+		return startBackground(ctx, runArgs, "", nil, getenv, stdout)
+	}
+	if strings.ContainsAny(target, "/.") {
+		return fmt.Errorf("start: %q: no such file (and not an app's name)", target)
+	}
+	return runClient(ctx, "start", args, getenv, stdout, stderr)
+}
+
+// defaultStartFiles are what `start` without a file looks for, in order: PM2's names,
+// then run's default configuration.
+var defaultStartFiles = []string{"ecosystem.config.js", "ecosystem.config.cjs", "ecosystem.config.json", "ecosystem.json",
+	"ecosystem.config.yaml", "ecosystem.yaml", defaultConfig}
+
+const startUsage = `usage:
+  supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
+                                                 default: ./ecosystem.config.js, ..., configs/cluster.yaml)
+  supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself;
+                                                 -i N is -instances N, as pm2's)
+  supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
+The background supervisor is 'supervisor run' detached from the terminal (its own session,
+stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
+the control socket's path without .sock and with -logs (supervisor kill stops it).`
+
+// isEcosystemName reports whether a .js file is PM2's ecosystem file rather than an app's
+// script, by PM2's own rule: its name says ecosystem or .config.
+func isEcosystemName(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(base, "ecosystem") || strings.Contains(base, ".config.")
+}
+
+// startArgs are the `run` arguments for `start FILE|SCRIPT REST`.
+func startArgs(target string, rest []string) ([]string, error) {
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	flags, extra := rest, []string(nil)
+	if i := slices.Index(rest, "--"); i >= 0 {
+		flags, extra = rest[:i], rest[i+1:]
+	}
+	out := slices.Clone(flags)
+	for i, f := range out {
+		if f == "-i" || f == "--instances" { // pm2 start app.js -i max
+			out[i] = "-instances"
+		}
+	}
+	ext := filepath.Ext(abs)
+	switch {
+	case (ext == ".js" || ext == ".cjs" || ext == ".mjs") && !isEcosystemName(abs):
+		out = append(out, "--", "node", abs)
+	case ext == ".js" || ext == ".cjs" || ext == ".mjs" || ext == ".json" || ext == ".yaml" || ext == ".yml":
+		if len(extra) > 0 {
+			return nil, fmt.Errorf("start: arguments after -- go to a script, and %s is a configuration", target)
+		}
+		return append(out, "-config", abs), nil
+	case ext == ".py":
+		out = append(out, "--", "python3", abs)
+	default:
+		fi, err := os.Stat(abs)
+		if err != nil || fi.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("start: %s is neither a configuration (.yaml, .json, ecosystem.config.js), a .js or .py script, nor executable (chmod +x %s)", target, target)
+		}
+		out = append(out, "--", abs)
+	}
+	return append(out, extra...), nil
+}
+
+// flagValue returns the value of -name (or --name, either as NAME VALUE or NAME=VALUE) in
+// args before a "--", and whether it is there.
+func flagValue(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, p := range []string{"-" + name, "--" + name} {
+			if a == p && i+1 < len(args) {
+				return args[i+1], true
+			}
+			if v, ok := strings.CutPrefix(a, p+"="); ok {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// backgroundLogDir is where a background supervisor's log and its workers' go: beside
+// its control socket, named after it.
+func backgroundLogDir(socket string) string {
+	return strings.TrimSuffix(socket, ".sock") + "-logs"
+}
+
+// startBackground starts `supervisor run runArgs` detached (a session of its own, stdin
+// /dev/null, its output in files), in dir with env (nil: this process's), and waits until
+// every worker of it is online. If it exits first, or is not online in time, the error
+// carries the end of its log.
+func startBackground(ctx context.Context, runArgs []string, dir string, env []string, getenv func(string) string, stdout io.Writer) error {
+	socket, ok := flagValue(runArgs, "socket")
+	if !ok {
+		socket = defaultSocket(getenv)
+	}
+	if err := checkSocketPath(socket); err != nil {
+		return err
+	}
+	c := controlClient(socket)
+	if st, err := statusWithin(ctx, c, socket, 2*time.Second); err == nil {
+		return fmt.Errorf("start: a supervisor runs at %s already (%d workers): `supervisor start APP` starts one of its stopped apps, `supervisor kill` stops it (or give -socket another path)",
+			socket, len(st.Workers))
+	}
+	if err := prepareRuntimeDir(filepath.Dir(socket), socket == defaultSocket(getenv)); err != nil {
+		return err
+	}
+	logDir := backgroundLogDir(socket)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return fmt.Errorf("start: create log directory: %w", err)
+	}
+	if err := checkLogDir(logDir); err != nil {
+		return err
+	}
+	logPath, hasLog := flagValue(runArgs, "log-file")
+	if !hasLog && !outFileOfOne(runArgs) {
+		logPath = filepath.Join(logDir, "supervisor.log")
+		runArgs = append([]string{"-log-file", logPath}, runArgs...)
+	}
+	if _, ok := flagValue(runArgs, "log-dir"); !ok {
+		runArgs = append([]string{"-log-dir", logDir}, runArgs...)
+	}
+	// What the supervisor writes before its log is open (a bad flag), or past it (a
+	// panic), goes here.
+	outPath := filepath.Join(logDir, "start.out")
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, logFileMode)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		out.Close()
+		return fmt.Errorf("start: find this program: %w", err)
+	}
+	cmd := exec.Command(exe, append([]string{"run"}, runArgs...)...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = out, out // stdin: /dev/null (os/exec's nil)
+	// Its own session: no controlling terminal, so the end of the ssh session (SIGHUP to
+	// the terminal's process groups) does not reach it, nor a ^C in this shell.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	out.Close()
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	// Waited for here while this command runs; once it returns, the supervisor is init's
+	// child (or the nearest subreaper's), which waits for it.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tails := func() string {
+		var b strings.Builder
+		for _, p := range []string{logPath, outPath} {
+			if t := tail(p, 15); p != "" && t != "" {
+				fmt.Fprintf(&b, "\n--- %s (end)\n%s", p, t)
+			}
+		}
+		return b.String()
+	}
+	deadline := time.After(startOnlineTimeout)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("start: the supervisor exited before its apps were online (%v)%s", err, tails())
+		case <-deadline:
+			return fmt.Errorf("start: the supervisor (pid %d) is not online after %v; it runs on: `supervisor status` and `supervisor logs` say why, `supervisor kill` stops it%s",
+				cmd.Process.Pid, startOnlineTimeout, tails())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+		}
+		st, err := statusWithin(ctx, c, socket, 2*time.Second)
+		if err != nil || !appsOnline(st) {
+			continue
+		}
+		printTable(stdout, st)
+		fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
+			cmd.Process.Pid, socket, logDir)
+		return nil
+	}
+}
+
+// outFileOfOne reports whether runArgs name an ecosystem file of one app (or -only one)
+// with an out_file: `run` writes its log there, as PM2 does, and `start` leaves it so.
+func outFileOfOne(runArgs []string) bool {
+	path, ok := flagValue(runArgs, "config")
+	if !ok || !cluster.IsEcosystem(path) {
+		return false
+	}
+	envName, _ := flagValue(runArgs, "env")
+	apps, err := cluster.LoadEcosystem(path, envName)
+	if err != nil {
+		return false // run says what is wrong
+	}
+	if only, ok := flagValue(runArgs, "only"); ok {
+		apps = slices.DeleteFunc(apps, func(a cluster.App) bool { return a.Name != only })
+	}
+	return len(apps) == 1 && apps[0].LogFile != ""
+}
+
+// appsOnline reports whether every running app has workers and all of them are online.
+func appsOnline(st statusReply) bool {
+	return len(st.Workers) > 0 && everyOnline(st)
+}
+
+// statusWithin is fetchStatus with a deadline of its own.
+func statusWithin(ctx context.Context, c *http.Client, socket string, d time.Duration) (statusReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fetchStatus(ctx, c, socket)
+}
+
+// tail returns the last n lines of the file at path ("" when there is none).
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "") + "\n"
+}
