@@ -217,9 +217,14 @@ func (h *Handler) fail(w *http1.Response, err error) {
 	case errors.Is(err, errInvalidID), errors.Is(err, ErrMalformedJSON),
 		errors.Is(err, ErrBodyRequired), errors.Is(err, ErrBodyTooLong):
 		status = 400
-	case errors.Is(err, token.ErrMissing), errors.Is(err, token.ErrInvalid),
-		errors.Is(err, token.ErrPayload):
+	case errors.Is(err, token.ErrMissing):
+		// RFC 9110 11.6.1: a 401 names the scheme it wants; RFC 6750 3: no error code when
+		// the request carried no bearer credentials.
 		status = 401
+		w.AddHeader("WWW-Authenticate", "Bearer")
+	case errors.Is(err, token.ErrInvalid), errors.Is(err, token.ErrPayload):
+		status = 401
+		w.AddHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
 	case errors.Is(err, errMethodNotAllowed):
 		status = 405
 	case errors.Is(err, owner.ErrOwnerLost), errors.Is(err, owner.ErrOwnerTimeout):

@@ -46,6 +46,7 @@ func TestRoutes(t *testing.T) {
 		status                                int
 		want                                  string // exact body, or "" to skip
 		allow                                 string // the Allow header, when 405
+		authenticate                          string // the WWW-Authenticate header, when 401
 	}{
 		{name: "query string ignored", method: "GET", path: "/feed?x=1", status: 200},
 		{name: "feed.json", method: "GET", path: "/feed.json", status: 404, want: `{"error":"not found"}`},
@@ -61,9 +62,11 @@ func TestRoutes(t *testing.T) {
 		{name: "delete post", method: "DELETE", path: "/posts/1", status: 405, allow: "GET, HEAD"},
 		{name: "get like", method: "GET", path: "/posts/1/like", status: 405, allow: "POST"},
 		{name: "put health", method: "PUT", path: "/health", status: 405, allow: "GET, HEAD"},
-		{name: "auth before id", method: "POST", path: "/posts/abc/like", status: 401, want: `{"error":"missing bearer token"}`},
-		{name: "auth before body", method: "POST", path: "/posts", body: `{bad`, status: 401, want: `{"error":"missing bearer token"}`},
-		{name: "lowercase bearer", method: "POST", path: "/posts", auth: "bearer x", body: `{"body":"x"}`, status: 401, want: `{"error":"missing bearer token"}`},
+		{name: "auth before id", method: "POST", path: "/posts/abc/like", status: 401, want: `{"error":"missing bearer token"}`, authenticate: "Bearer"},
+		{name: "auth before body", method: "POST", path: "/posts", body: `{bad`, status: 401, want: `{"error":"missing bearer token"}`, authenticate: "Bearer"},
+		{name: "basic scheme", method: "POST", path: "/posts", auth: "Basic abc", body: `{"body":"x"}`, status: 401, want: `{"error":"missing bearer token"}`, authenticate: "Bearer"},
+		{name: "lowercase bearer, bad token", method: "POST", path: "/posts", auth: "bearer x", body: `{"body":"x"}`, status: 401, want: `{"error":"invalid or expired token"}`, authenticate: `Bearer error="invalid_token"`},
+		{name: "uppercase BEARER, valid token", method: "POST", path: "/posts/1/like", auth: "BEARER " + valid[len("Bearer "):], status: 201},
 		{name: "empty request body", method: "POST", path: "/posts", auth: valid, status: 400, want: `{"error":"malformed JSON body"}`},
 		{name: "trailing bytes", method: "POST", path: "/posts", auth: valid, body: `{"body":"x"} y`, status: 400, want: `{"error":"malformed JSON body"}`},
 		{name: "top-level array", method: "POST", path: "/posts", auth: valid, body: `["x"]`, status: 400, want: `{"error":"body is required"}`},
@@ -99,6 +102,9 @@ func TestRoutes(t *testing.T) {
 			}
 			if got := resp.Header.Get("Allow"); got != tt.allow {
 				t.Errorf("Allow %q, want %q", got, tt.allow)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != tt.authenticate {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tt.authenticate)
 			}
 			if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(b) {
 				t.Errorf("response is not JSON: %q %s", resp.Header.Get("Content-Type"), b)

@@ -71,7 +71,8 @@ func attackCases(t testing.TB) []verifyCase {
 		{name: "username false", authorization: signed(`{"sub":"1","username":false,"exp":LATER}`), wantErr: ErrPayload},
 
 		// Odd bytes.
-		{name: "BEARER", authorization: "BEARER " + valid[len("Bearer "):], wantErr: ErrMissing},
+		{name: "BEARER in NUL-cased disguise", authorization: "B\x00ARER " + valid[len("Bearer "):], wantErr: ErrMissing},
+		{name: "scheme of high bytes that fold to bearer", authorization: "\xc2earer " + valid[len("Bearer "):], wantErr: ErrMissing},
 		{name: "NUL inside the token", authorization: valid[:30] + "\x00" + valid[30:], wantErr: ErrInvalid},
 		{name: "NUL after the token", authorization: valid + "\x00", wantErr: ErrInvalid},
 		{name: "high bytes in a segment", authorization: "Bearer " + h + "\xc3\xa9." + p + "." + sig, wantErr: ErrInvalid},

@@ -15,16 +15,17 @@ import (
 var subPattern = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
 
 // referenceVerify is what Verify must agree with: golang-jwt v5 with the options the feed
-// API's rules need, then the spec's own checks of the prefix, the length cap, sub and
+// API's rules need, then the checks of the scheme (RFC 9110: case-insensitive, 1*SP), the length cap, sub and
 // username.
 func referenceVerify(secret, authorization []byte, now time.Time) (int64, string, error) {
-	if !bytes.HasPrefix(authorization, []byte("Bearer ")) {
+	scheme, rest, found := bytes.Cut(authorization, []byte(" "))
+	if !found || !bytes.EqualFold(scheme, []byte("Bearer")) {
 		return 0, "", ErrMissing
 	}
 	if len(authorization) > MaxAuthorizationLen {
 		return 0, "", ErrInvalid
 	}
-	tok, err := jwt.Parse(string(authorization[len("Bearer "):]),
+	tok, err := jwt.Parse(string(bytes.TrimLeft(rest, " ")),
 		func(*jwt.Token) (any, error) { return secret, nil },
 		jwt.WithValidMethods([]string{"HS256"}),
 		jwt.WithExpirationRequired(),

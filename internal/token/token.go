@@ -54,7 +54,8 @@ type Claims struct {
 
 // The three ways a token is refused; each maps to one error message of the API.
 var (
-	// ErrMissing: no Authorization value, or one that does not start with "Bearer ".
+	// ErrMissing: no Authorization value, or one whose scheme is not Bearer (in any case)
+	// followed by a space.
 	ErrMissing = errors.New("missing bearer token")
 	// ErrInvalid: malformed, wrong algorithm, bad signature, expired or not yet valid.
 	ErrInvalid = errors.New("invalid or expired token")
@@ -69,7 +70,8 @@ const MaxAuthorizationLen = 8 << 10
 // maxDecodedLen bounds every decoded segment: base64 turns 4 bytes into at most 3.
 const maxDecodedLen = MaxAuthorizationLen / 4 * 3
 
-const bearer = "Bearer "
+// bearer is the scheme, lowercase; schemes compare case-insensitively (RFC 9110 11.1).
+const bearer = "bearer"
 
 // stdHeader is {"alg":"HS256","typ":"JWT"} encoded, the header of every token we and the
 // official tests sign; Verify skips decoding and parsing it.
@@ -117,14 +119,18 @@ var (
 func (v *Verifier) Verify(c *Claims, authorization []byte, now time.Time) error {
 	c.UserID = 0
 	c.Username = c.Username[:0]
-	// The spec's text decides: "Bearer " exactly, case and single space included.
-	if len(authorization) < len(bearer) || string(authorization[:len(bearer)]) != bearer {
+	// RFC 9110 11.4: credentials = auth-scheme [ 1*SP token68 ]; the scheme is
+	// case-insensitive ("bearer", "BEARER"), spaces only (a tab is not SP).
+	if !hasScheme(authorization) {
 		return ErrMissing
 	}
 	if len(authorization) > MaxAuthorizationLen {
 		return ErrInvalid
 	}
-	tok := authorization[len(bearer):]
+	tok := authorization[len(bearer)+1:]
+	for len(tok) > 0 && tok[0] == ' ' {
+		tok = tok[1:]
+	}
 	dot1 := indexByte(tok, '.', 0)
 	if dot1 < 0 {
 		return ErrInvalid
@@ -306,4 +312,18 @@ func Sign(secret []byte, userID int64, username string, iat, exp time.Time) stri
 	out = append(out, '.')
 	out = enc.AppendEncode(out, mac.Sum(nil))
 	return string(out)
+}
+
+// hasScheme reports whether authorization starts with the Bearer scheme, in any case, and
+// a space.
+func hasScheme(authorization []byte) bool {
+	if len(authorization) <= len(bearer) || authorization[len(bearer)] != ' ' {
+		return false
+	}
+	for i := 0; i < len(bearer); i++ {
+		if authorization[i]|0x20 != bearer[i] {
+			return false
+		}
+	}
+	return true
 }

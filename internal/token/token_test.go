@@ -120,13 +120,16 @@ func verifyCases(t testing.TB) []verifyCase {
 		// The prefix.
 		{name: "no header", authorization: "", wantErr: ErrMissing},
 		{name: "Basic abc", authorization: "Basic abc", wantErr: ErrMissing},
-		{name: "lowercase bearer", authorization: "bearer x", wantErr: ErrMissing},
-		{name: "lowercase bearer with a valid token", authorization: "b" + valid[1:], wantErr: ErrMissing},
+		{name: "lowercase bearer", authorization: "bearer x", wantErr: ErrInvalid},
+		{name: "lowercase bearer with a valid token", authorization: "b" + valid[1:], wantID: 1, wantName: "golden_ember_1"},
+		{name: "uppercase BEARER with a valid token", authorization: "BEARER " + valid[7:], wantID: 1, wantName: "golden_ember_1"},
+		{name: "Bearer-like scheme", authorization: "Bearex " + valid[7:], wantErr: ErrMissing},
+		{name: "Bearer with a suffix", authorization: "Bearers " + valid[7:], wantErr: ErrMissing},
 		{name: "Bearer without space", authorization: "Bearer", wantErr: ErrMissing},
 		{name: "Bearer with tab", authorization: "Bearer\t" + valid[7:], wantErr: ErrMissing},
 		{name: "Bearer and nothing", authorization: "Bearer ", wantErr: ErrInvalid},
 		{name: "Bearer abc", authorization: "Bearer abc", wantErr: ErrInvalid},
-		{name: "two spaces", authorization: "Bearer  " + valid[7:], wantErr: ErrInvalid},
+		{name: "two spaces", authorization: "Bearer  " + valid[7:], wantID: 1, wantName: "golden_ember_1"},
 		{name: "trailing space", authorization: valid + " ", wantErr: ErrInvalid},
 
 		// Structure and signature.
