@@ -24,8 +24,12 @@ export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 
 all: build
 
+# bench/experiments is a module of its own (the client event-loop engines, connect() cost,
+# idle RSS): its decisions are made and written in docs/bench.md; it keeps gnet and nbio out
+# of the product's go.mod. Built beside the product, never linked into it.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon ./bench/clientloops
+	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon
+	$(GO) build -C bench/experiments -o $(CURDIR)/$(BIN)/ ./...
 
 # run: generate the seed if missing, make a serving copy if missing (never serve the seed
 # itself), a secret if missing (data/jwt_secret) and the tokens it signs, build, and run the cluster: one worker
@@ -74,7 +78,9 @@ reset-db: $(SEED)
 # the generator ~10x slower), then the whole suite runs with -race.
 test: seed-cache
 	$(GO) vet ./...
+	$(GO) vet -C bench/experiments ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -C bench/experiments -race -count=1 -timeout 5m ./...
 
 seed-cache:
 	$(GO) test -count=1 -run 'TestContentHash' ./internal/seed/
@@ -84,6 +90,7 @@ test-short:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -C bench/experiments ./...
 
 # bench: Go micro-benchmarks (CPU and allocations per operation) of the hot paths.
 bench: seed-cache

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/fd-demo.sh: the $6-server article's file-descriptor lesson, reproduced. CONNS (300)
-# keep-alive connections at once, from bench/connprobe, against:
+# keep-alive connections at once, from bench/experiments/connprobe, against:
 #   1. nginx front.conf with worker_connections 64 (the article's 768, scaled to the load);
 #   2. nginx front.conf with worker_connections 16384 but worker_rlimit_nofile 128: the
 #      article's "Too many open files";
@@ -36,7 +36,7 @@ for t in prlimit taskset; do command -v $t >/dev/null || { echo "bench/fd-demo.s
 [ -x "$WORKER" ] && [ -f data/seed.db ] || { echo "bench/fd-demo.sh: run 'make build seed' first" >&2; exit 1; }
 
 cp data/seed.db "$WORK/feed.db"
-go build -o "$WORK/connprobe" ./bench/connprobe
+go build -C bench/experiments -o "$WORK/connprobe" ./connprobe
 
 start_worker() { # $@: a command prefix (prlimit ...); sets wpid
   SQLITE_PATH="$WORK/feed.db" HOST=127.0.0.1 PORT=$WPORT "$@" taskset -c "$SERVER_CPU" "$WORKER" >/dev/null 2>"$WORK/worker.log" &

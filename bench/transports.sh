@@ -7,7 +7,7 @@
 # Each measurement runs ROUNDS times, the transports interleaved, on a fresh copy of the
 # seed: the worker alone (GOMAXPROCS=1) on SERVER_CPU, the client on LOAD_CPU.
 #   - idle: VmRSS of the worker before and after IDLE_N connections that each made one
-#     GET /health and then sit idle (bench/idlerss), per connection;
+#     GET /health and then sit idle (bench/experiments/idlerss), per connection;
 #   - health: `autocannon -c 64 -d DUR` on GET /health; the worker's utime+stime from
 #     /proc/PID/stat over the run divided by the 2xx answers;
 #   - patch: the same on `PATCH /api/resource/123` with the article's body
@@ -19,8 +19,8 @@
 #   ROUNDS=3 bench/transports.sh
 #   MEASURES=patch JOURNEY=0 ROUNDS=3 bench/transports.sh   # the heavy PATCH alone
 #
-# Needs bin/worker, bin/autocannon, bin/idlerss (`go build -o bin/ ./cmd/... ./bench/autocannon
-# ./bench/idlerss`), data/seed.db and data/tokens.json (`make seed`), python3, and a
+# Needs bin/worker, bin/autocannon, bin/idlerss (`make build`; idlerss is in
+# bench/experiments), data/seed.db and data/tokens.json (`make seed`), python3, and a
 # descriptor limit above IDLE_N.
 set -euo pipefail
 cd "$(dirname "$0")/.."
