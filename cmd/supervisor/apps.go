@@ -171,16 +171,29 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 	return fl, appFiles, nil
 }
 
-// start starts every app's cluster, in order; on an error the ones started are killed.
-func (f *fleet) start(ctx context.Context) error {
+// start starts every app's cluster, in order, but those held (an upgrade's: the apps the
+// previous image had stopped or deleted stay so); on an error the ones started are killed.
+func (f *fleet) start(ctx context.Context, held map[string]string) error {
 	f.ctx = ctx
 	for i, a := range f.apps {
+		switch held[a.name] {
+		case heldDeleted:
+			a.mu.Lock()
+			a.deleted = true
+			a.mu.Unlock()
+			continue
+		case heldStopped:
+			a.log.Info("app left stopped, as it was before the upgrade")
+			continue
+		}
 		if err := a.launch(ctx); err != nil {
 			for _, b := range f.apps[:i] {
 				if a.opt.AdoptAll { // an upgrade's: the previous binary takes their workers over
 					break
 				}
-				b.current().Kill()
+				if sup := b.current(); sup != nil {
+					sup.Kill()
+				}
 			}
 			return f.wrap(a, err)
 		}

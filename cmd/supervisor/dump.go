@@ -46,7 +46,7 @@ type dumpApp struct {
 
 // notInherited are the variables of the supervisor's environment that belong to how it
 // was started (systemd's, an upgrade's), not to the apps: a dump leaves them out.
-var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_", envUpgradeFallback, envUpgradeFailed}
+var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_", envUpgradeFallback, envUpgradeFailed, envUpgradeApps}
 
 // saveDump is POST /save's body: the dump of the running supervisor.
 func (f *fleet) saveDump() (dump, error) {

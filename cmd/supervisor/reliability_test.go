@@ -79,6 +79,7 @@ func TestReliability(t *testing.T) {
 		supervisorUpgrade(t, bins, buildBinaries(t), buildBinaries(t, "-ldflags=-X=github.com/onehost/onehost/internal/ipc.protoVersion=2"))
 	})
 	t.Run("SupervisorAndWorkerKill9", func(t *testing.T) { t.Parallel(); supervisorAndWorkerKill9(t, bins) })
+	t.Run("UpgradeKeepsHeldApps", func(t *testing.T) { t.Parallel(); upgradeKeepsHeldApps(t, bins) })
 }
 
 // clusterConfig is a YAML configuration running n real workers on db.

@@ -364,7 +364,15 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := fl.start(ctx); err != nil {
+	held, heldRaw, err := takeHeldApps(getenv)
+	if fb != nil {
+		fb.held = heldRaw
+	}
+	if err != nil {
+		ctl.Close()
+		return fb.restore(err)
+	}
+	if err := fl.start(ctx, held); err != nil {
 		ctl.Close()
 		// At once, before the deferred cancel would stop what this image started: the
 		// previous binary takes every worker over, those it started included.
@@ -494,7 +502,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 			if notifier != nil {
 				notifier.Notify(sdnotify.Reloading())
 			}
-			err := up.exec(bin, lf)
+			err := up.exec(bin, lf, fl.heldApps())
 			log.Error("upgrade failed: the running supervisor goes on", zap.String("binary", bin), zap.Error(err))
 			if notifier != nil {
 				notifier.Notify("READY=1")

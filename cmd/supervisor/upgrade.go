@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"bytes"
 	"context"
 	"errors"
@@ -163,8 +164,9 @@ func runFor(d time.Duration, bin string, args ...string) ([]byte, error) {
 	return bytes.TrimSpace(out.Bytes()), err
 }
 
-// exec re-executes the supervisor as bin; it returns only if the exec failed.
-func (u *upgrader) exec(bin string, lf *logFile) error {
+// exec re-executes the supervisor as bin; it returns only if the exec failed. held is
+// the apps the new image must not start (heldApps).
+func (u *upgrader) exec(bin string, lf *logFile, held string) error {
 	u.log.Info("upgrading in place: re-executing; the workers serve on and rejoin the new binary",
 		zap.String("binary", bin), zap.Int("pid", os.Getpid()))
 	u.log.Sync()
@@ -178,6 +180,9 @@ func (u *upgrader) exec(bin string, lf *logFile) error {
 	}
 	defer unix.Close(self)
 	env := append(os.Environ(), envUpgradeFallback+"="+strconv.Itoa(self))
+	if held != "" {
+		env = append(env, envUpgradeApps+"="+held)
+	}
 	argv := append([]string{bin}, os.Args[1:]...)
 	err = syscall.Exec(bin, argv, env)
 	if err == nil {
@@ -196,13 +201,66 @@ func (u *upgrader) exec(bin string, lf *logFile) error {
 const (
 	envUpgradeFallback = "ONEHOST_UPGRADE_FALLBACK"
 	envUpgradeFailed   = "ONEHOST_UPGRADE_FAILED"
+	// envUpgradeApps carries across the exec the apps that do not run as the configuration
+	// says: stopped (`stop APP`) or deleted (`delete APP`). The new image reads the same
+	// configuration, and would otherwise start them again (heldApps).
+	envUpgradeApps = "ONEHOST_UPGRADE_APPS"
 )
+
+// Held states of an app across an upgrade (envUpgradeApps).
+const (
+	heldStopped = "stopped"
+	heldDeleted = "deleted"
+)
+
+// heldApps is envUpgradeApps' value: a JSON object of app name to heldStopped or
+// heldDeleted, "" when every app runs.
+func (f *fleet) heldApps() string {
+	held := map[string]string{}
+	for _, a := range f.apps {
+		a.mu.Lock()
+		switch {
+		case a.deleted:
+			held[a.name] = heldDeleted
+		case a.sup == nil:
+			held[a.name] = heldStopped
+		}
+		a.mu.Unlock()
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(held) // a map of strings always marshals
+	return string(b)
+}
+
+// takeHeldApps reads and clears envUpgradeApps: the apps this image must leave stopped or
+// deleted, and the raw value for the way back (fallback.restore). An unreadable value is
+// an error: starting an app the user stopped is the surprise this exists to prevent.
+func takeHeldApps(getenv func(string) string) (map[string]string, string, error) {
+	v := getenv(envUpgradeApps)
+	if v == "" {
+		return nil, "", nil
+	}
+	os.Unsetenv(envUpgradeApps) // no worker inherits it
+	var held map[string]string
+	if err := json.Unmarshal([]byte(v), &held); err != nil {
+		return nil, v, fmt.Errorf("read %s from the previous binary: %w", envUpgradeApps, err)
+	}
+	for name, st := range held {
+		if st != heldStopped && st != heldDeleted {
+			return nil, v, fmt.Errorf("read %s from the previous binary: app %q is %q, want %s or %s", envUpgradeApps, name, st, heldStopped, heldDeleted)
+		}
+	}
+	return held, v, nil
+}
 
 // fallback is the previous binary of an upgrade's new image, until the image has taken the
 // cluster over (commit).
 type fallback struct {
-	fd  int
-	log *zap.Logger
+	fd   int
+	log  *zap.Logger
+	held string // envUpgradeApps as the previous image gave it, given back with it
 }
 
 // takeFallback reads and clears envUpgradeFallback (nil when this image is no upgrade's).
@@ -246,6 +304,9 @@ func (f *fallback) restore(cause error) error {
 	f.log.Error("upgrade: this binary cannot take the cluster over: re-executing the previous one", zap.Error(cause))
 	f.log.Sync()
 	env := append(os.Environ(), envUpgradeFailed+"="+msg)
+	if f.held != "" {
+		env = append(env, envUpgradeApps+"="+f.held)
+	}
 	unix.Syscall(unix.SYS_FCNTL, uintptr(f.fd), unix.F_SETFD, 0)
 	bin := "/proc/self/fd/" + strconv.Itoa(f.fd)
 	err := syscall.Exec(bin, append([]string{os.Args[0]}, os.Args[1:]...), env)
