@@ -379,3 +379,38 @@ func TestStartScript(t *testing.T) {
 		t.Errorf("kill: %v, supervisor alive %v\n%s", err, alive(pid), out)
 	}
 }
+
+// TestStartOneShotJob: `start` of a file whose fork-mode job runs once and exits
+// (autorestart: false) returns once the job has ended, listing it stopped, instead of
+// waiting (120 s) for it to come online; a cluster app whose workers never come up and run
+// out of restarts ends errored, and start says so at once.
+func TestStartOneShotJob(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, app, wantRow string
+		wantErr            bool
+	}{
+		// A fork-mode worker is online from its start, so the job may be seen either way.
+		{"finished", `{"name": "once", "script": "/bin/true", "interpreter": "none", "exec_mode": "fork", "autorestart": false}`, "(online|stopped)", false},
+		{"out of restarts", `{"name": "once", "script": "/bin/false", "interpreter": "none", "exec_mode": "cluster", "instances": 1,
+		  "wait_ready": true, "max_restarts": 1, "min_uptime": 60000, "restart_delay": 10, "env": {"PORT": 0, "HOST": "127.0.0.1"}}`, "errored", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			eco := filepath.Join(dir, "ecosystem.config.json")
+			os.WriteFile(eco, []byte(`{"apps": [`+tc.app+`]}`), 0o600)
+			sock := filepath.Join(dir, "s.sock")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "start", eco, "-socket", sock)
+			cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
+			out, err := cmd.CombinedOutput()
+			c := &runningCluster{socket: sock}
+			t.Cleanup(func() { c.cmd("kill") })
+			if (err != nil) != tc.wantErr || !regexp.MustCompile(`(?m)^once\s+0\s+\S+\s+`+tc.wantRow).Match(out) {
+				t.Errorf("start: %v\n%s\nwant error %v and the job listed %s", err, out, tc.wantErr, tc.wantRow)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -221,12 +222,15 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 		case <-time.After(150 * time.Millisecond):
 		}
 		st, err := statusWithin(ctx, c, socket, 2*time.Second)
-		if err != nil || !appsOnline(st) {
+		if err != nil || !appsSettled(st) {
 			continue
 		}
 		printTable(stdout, st)
 		fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
 			cmd.Process.Pid, socket, logDir)
+		if bad := erroredWorkers(st); len(bad) > 0 {
+			return fmt.Errorf("start: %s errored (out of restarts): `supervisor logs` says why; the supervisor runs on", strings.Join(bad, ", "))
+		}
 		return nil
 	}
 }
@@ -249,9 +253,33 @@ func outFileOfOne(runArgs []string) bool {
 	return len(apps) == 1 && apps[0].LogFile != ""
 }
 
-// appsOnline reports whether every running app has workers and all of them are online.
-func appsOnline(st statusReply) bool {
-	return len(st.Workers) > 0 && everyOnline(st)
+// appsSettled reports whether every running app has workers and each of them is online,
+// or has ended for good: stopped (a one-shot job under autorestart: false that finished,
+// PM2's stopped) or errored (out of restarts). Waiting on those would wait the whole
+// startOnlineTimeout for nothing.
+func appsSettled(st statusReply) bool {
+	if len(st.Workers) == 0 {
+		return false
+	}
+	for _, w := range st.Workers {
+		switch w.Status {
+		case cluster.StateOnline, cluster.StateStopped, cluster.StateErrored:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// erroredWorkers names the workers out of restarts ("api 1"), none when all went well.
+func erroredWorkers(st statusReply) []string {
+	var out []string
+	for _, w := range st.Workers {
+		if w.Status == cluster.StateErrored {
+			out = append(out, strings.TrimSpace(w.App+" "+strconv.Itoa(w.ID)))
+		}
+	}
+	return out
 }
 
 // statusWithin is fetchStatus with a deadline of its own.
