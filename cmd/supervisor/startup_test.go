@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/proctest"
+	"github.com/onehost/onehost/internal/seedtest"
 )
 
 // TestStartup: `supervisor startup` prints a unit for the given configuration that
@@ -275,5 +278,130 @@ func TestFindSocket(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "using "+sock) {
 		t.Errorf("status did not say which socket it used: %q", &errOut)
+	}
+}
+
+// TestStartupREADMEUnitRuns: the README's `startup -config configs/cluster.yaml -env-file
+// FILE`, typed in a copy of the repository with make run's data, prints a unit whose
+// commands, run as systemd runs them (from WorkingDirectory, with its PATH and its
+// EnvironmentFile's variables and nothing else of this shell), check clean and serve; the
+// same check without the env file fails naming what the worker lacks. (Not under systemd:
+// no container tree here for bench/systemd-nspawn.sh; the sandbox is not applied.)
+func TestStartupREADMEUnitRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs the real worker")
+	}
+	bins := buildBinaries(t)
+	proj := t.TempDir()
+	os.MkdirAll(filepath.Join(proj, "configs"), 0o755)
+	os.MkdirAll(filepath.Join(proj, "data"), 0o700)
+	cfgText, err := os.ReadFile("../../configs/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgText = regexp.MustCompile(`(?m)^instances: .*$`).ReplaceAll(cfgText, []byte("instances: 2"))
+	cfgText = regexp.MustCompile(`(?m)^listen: .*$`).ReplaceAll(cfgText, []byte("listen: 127.0.0.1:0"))
+	os.WriteFile(filepath.Join(proj, "configs", "cluster.yaml"), cfgText, 0o644)
+	if err := os.Rename(seedtest.Path(t), filepath.Join(proj, "data", "feed.db")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(proj, "data", "jwt_secret"), []byte(strings.Repeat("k", 32)+"\n"), 0o600)
+	// make run's variables, relative to the repository as make gives them.
+	os.WriteFile(filepath.Join(proj, "data", "onehost.env"), []byte("SQLITE_PATH=data/feed.db\nJWT_SECRET_FILE=data/jwt_secret\n"), 0o600)
+	shell := func(env []string, args ...string) (string, error) { // the user's shell, in proj
+		cmd := exec.Command(bins.supervisor, args...)
+		cmd.Dir, cmd.Env = proj, env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	shellEnv := []string{"PATH=" + os.Getenv("PATH")}
+	if out, err := shell(shellEnv, "run", "-check", "-config", "configs/cluster.yaml"); err == nil ||
+		!strings.Contains(out, "SQLITE_PATH is not set") || !strings.Contains(out, "neither JWT_SECRET nor JWT_SECRET_FILE") {
+		t.Errorf("run -check without the env = %v, want SQLITE_PATH and JWT_SECRET named:\n%s", err, out)
+	}
+	if out, err := shell(shellEnv, "run", "-check", "-config", "configs/cluster.yaml", "-env-file", "data/onehost.env"); err != nil {
+		t.Errorf("run -check -env-file = %v:\n%s", err, out)
+	}
+	cmd := exec.Command(bins.supervisor, "startup", "-config", "configs/cluster.yaml", "-env-file", "data/onehost.env")
+	cmd.Dir, cmd.Env = proj, shellEnv
+	var unitOut, warnings bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &unitOut, &warnings
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("startup: %v\n%s", err, &warnings)
+	}
+	unit := unitOut.String()
+	if strings.Contains(warnings.String(), "would not start") {
+		t.Errorf("startup warns the unit would not start:\n%s", &warnings)
+	}
+	field := func(key string) string {
+		m := regexp.MustCompile(`(?m)^` + key + `=(.*)$`).FindStringSubmatch(unit)
+		if m == nil {
+			t.Fatalf("no %s= in:\n%s", key, unit)
+		}
+		return m[1]
+	}
+	// systemd's environment for the service: its Environment= and EnvironmentFile= only.
+	env := []string{strings.Trim(field("Environment"), `"`)}
+	fileEnv, err := readEnvFile(field("EnvironmentFile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, fileEnv...)
+	wd := field("WorkingDirectory")
+	sock := filepath.Join(t.TempDir(), "supervisor.sock") // for /run/cluster/supervisor.sock
+	exec1 := func(line string) *exec.Cmd {
+		args := strings.Fields(strings.ReplaceAll(line, "/run/cluster/supervisor.sock", sock))
+		c := exec.Command(args[0], args[1:]...)
+		c.Dir, c.Env = wd, env
+		return c
+	}
+	if out, err := exec1(field("ExecStartPre")).CombinedOutput(); err != nil {
+		t.Fatalf("ExecStartPre: %v\n%s", err, out)
+	}
+	start := exec1(field("ExecStart"))
+	logs := &syncBuffer{}
+	start.Stdout, start.Stderr = logs, logs
+	if err := start.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- start.Wait() }()
+	defer func() {
+		exec.Command(bins.supervisor, "kill", "-socket", sock).Run()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			start.Process.Kill()
+			<-exited
+			t.Error("the supervisor did not stop")
+		}
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs)
+		}
+	}()
+	var st statusReply
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		out, err := exec.Command(bins.supervisor, "status", "-json", "-socket", sock).Output()
+		if err == nil && json.Unmarshal(out, &st) == nil && len(st.Workers) == 2 && everyOnline(st) {
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the unit's supervisor exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not online: %s %v", out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + st.Addr + "/posts/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /posts/1 = %d, want 200", resp.StatusCode)
 	}
 }
