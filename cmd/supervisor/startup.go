@@ -148,6 +148,9 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 		if *envFile != "" {
 			ef = " -env-file " + *envFile
 		}
+		if *envName != "" {
+			ef += " -env " + *envName
+		}
 		warn("fix these, then check again with: cd %s && %s run -check -config %s%s (the unit runs the same check before it starts)", *dir, bin, cfg, ef)
 	}
 

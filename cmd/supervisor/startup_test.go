@@ -68,6 +68,16 @@ func TestStartup(t *testing.T) {
 		t.Fatalf("ExecStart %q", ex)
 	}
 
+	// -env NAME: the apps as `run -env NAME` reads them, and the unit runs that.
+	os.WriteFile(eco, []byte(`{"apps":[{"name":"api","script":"./server.js","instances":2,"env":{"PORT":3000},"env_production":{"NODE_ENV":"production"}}]}`), 0o644)
+	out.Reset()
+	if err := run(context.Background(), []string{"startup", "-config", "ecosystem.config.json", "-env", "production"}, os.Getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), " -env production -socket /run/api/supervisor.sock\n"); n != 2 {
+		t.Errorf("-env production in %d of ExecStartPre and ExecStart, want both:\n%s", n, &out)
+	}
+
 	if err := run(context.Background(), []string{"startup", "-config", filepath.Join(dir, "absent.json")}, os.Getenv, io.Discard, io.Discard); err == nil {
 		t.Error("startup with an absent config: no error")
 	}
@@ -160,6 +170,10 @@ func TestStartupUnitFields(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"startup", "-config", "configs/cluster.yaml", "-name", "a/b"}, os.Getenv, io.Discard, io.Discard); err == nil {
 		t.Error("startup -name a/b: no error")
+	}
+	if err := run(context.Background(), []string{"startup", "-config", "configs/cluster.yaml", "-env", "production"}, os.Getenv, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "applies to a PM2 ecosystem file") {
+		t.Errorf("startup -env of our YAML = %v, want a refusal", err)
 	}
 }
 
@@ -291,6 +305,7 @@ func TestStartupREADMEUnitRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs the real worker")
 	}
+	t.Parallel() // no chdir, no package variable: the commands run as processes
 	bins := buildBinaries(t)
 	proj := t.TempDir()
 	os.MkdirAll(filepath.Join(proj, "configs"), 0o755)
