@@ -52,6 +52,9 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		return err
 	}
 	pos = append(pos, fs.Args()...)
+	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return err
+	}
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}

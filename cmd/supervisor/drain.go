@@ -102,6 +102,9 @@ func runDrain(ctx context.Context, cmd string, args []string, getenv func(string
 	if timeout < quiet {
 		return fmt.Errorf("timeout: %v is shorter than -quiet %v: it could never be met", timeout, quiet)
 	}
+	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return err
+	}
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}

@@ -87,6 +87,9 @@ func runSave(ctx context.Context, args []string, getenv func(string) string, std
 	if fs.NArg() > 0 {
 		return fmt.Errorf("save: unexpected argument %q: every app is saved", fs.Arg(0))
 	}
+	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return err
+	}
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}

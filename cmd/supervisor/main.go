@@ -17,7 +17,7 @@
 //	supervisor drain [-quiet 2s] [-timeout 60s] [-socket PATH]
 //	supervisor ready [-socket PATH]
 //	supervisor monit [-interval 1s] [-once] [-socket PATH]
-//	supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
+//	supervisor startup [-config FILE] [-env-file FILE] [-name NAME] [-user USER] [-dir DIR] [-env NAME]
 //
 // An ecosystem file's apps each run as a cluster of their own (PM2's exec_mode fork ones as
 // plain processes without a socket), and the other commands take an app's name, as pm2's
@@ -110,8 +110,9 @@ const usage = `usage:
                  kept-alive connections; returns once no request came for -quiet)
   supervisor ready [-socket PATH]            (back in: the agent answers up again)
   supervisor monit [-interval 1s] [-once] [-socket PATH]
-  supervisor startup [-config FILE] [-name NAME] [-user USER] [-dir DIR]
-                 (prints a systemd unit for this configuration, as pm2 startup)
+  supervisor startup [-config FILE] [-env-file FILE] [-name NAME] [-user USER] [-dir DIR] [-env NAME]
+                 (prints a systemd unit for this configuration run from here, as pm2 startup;
+                 the commands without -socket find its /run/NAME/supervisor.sock)
   supervisor version|--version
   (run -share-port: join a port another supervisor serves; refused without it)`
 

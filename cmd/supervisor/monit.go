@@ -47,6 +47,9 @@ func runMonit(ctx context.Context, args []string, getenv func(string) string, st
 	if *interval < 100*time.Millisecond {
 		return fmt.Errorf("monit: -interval %v: want at least 100ms", *interval)
 	}
+	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return err
+	}
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}

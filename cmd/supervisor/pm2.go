@@ -37,6 +37,9 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 	if fs.NArg() > 0 {
 		return fmt.Errorf("kill: unexpected argument %q: kill stops the whole supervisor (supervisor stop APP stops one app)", fs.Arg(0))
 	}
+	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return err
+	}
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}

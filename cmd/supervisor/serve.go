@@ -68,11 +68,19 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	agentFlag := fs.String("agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT): up ready N% with N the share of workers online, drain while drained or stopping, down with none serving; overrides the config's agent")
 	sharePort := fs.Bool("share-port", false, "join a port another process (another supervisor) listens on already, sharing its connections (SO_REUSEPORT); without it such a port is refused")
 	logDir := fs.String("log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
+	envFile := fs.String("env-file", "", "KEY=VALUE lines (systemd's EnvironmentFile= syntax) added to the environment the workers inherit, under the config's env; with -check, judged as the unit of `startup -env-file` gets them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dashboardCeiling != "" && *dashboardAddr == "" {
 		return fmt.Errorf("dashboard-ceiling: %q needs -dashboard HOST:PORT to show it on (say -dashboard 127.0.0.1:8090)", *dashboardCeiling)
+	}
+	var fileEnv []string
+	if *envFile != "" {
+		var err error
+		if fileEnv, err = readEnvFile(*envFile); err != nil {
+			return err
+		}
 	}
 	path := *configPath
 	if path == "" {
@@ -198,6 +206,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		if err := checkSocketPath(*socket); err != nil {
 			return err
 		}
+		// What would have every worker die at start and be restarted until errored (under
+		// systemd: a unit that crash-loops): startcheck.go.
+		if err := checkLaunch(specs, getenv, fileEnv, ours, path); err != nil {
+			return err
+		}
 		for _, sp := range specs {
 			if _, err := cluster.New(sp.Config, cluster.Options{}); err != nil {
 				return fmt.Errorf("app %s: %w", sp.Name, err)
@@ -290,7 +303,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it (nor WATCHDOG_*): the
 	// cluster gives each its own or none, since with NotifyAccess=main systemd would drop
 	// their messages anyway, and they must not speak for the service.
-	opts := cluster.Options{Logger: log, Environ: os.Environ(),
+	opts := cluster.Options{Logger: log, Environ: append(os.Environ(), fileEnv...),
 		ListenPIDShim: []string{selfExe, listenPIDShim, "--"},
 		// An upgrade's new image takes every waiting worker or none, and then gives
 		// the previous binary back (fallback), which can.

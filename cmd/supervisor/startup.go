@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,8 +9,11 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/onehost/onehost/internal/cluster"
 )
 
 // runStartup is `supervisor startup`, PM2's `pm2 startup` for systemd: it prints a unit
@@ -19,13 +23,25 @@ import (
 //
 // Unlike pm2 startup it needs no `pm2 save`: the unit names the configuration file, which
 // is the process list.
+//
+// The unit runs what `supervisor run -config FILE` runs where startup is typed: that
+// directory is its WorkingDirectory (the config's relative paths resolve there, as
+// internal/cluster starts workers in the supervisor's directory), the shell's PATH is its
+// PATH (nvm's node), the -env-file is its EnvironmentFile= (the workers' environment: the
+// feed worker's SQLITE_PATH and JWT_SECRET_FILE), the app's and the database's directories
+// are its ReadWritePaths=, and its ExecStartPre= is `run -check`, which refuses what would
+// crash-loop (startcheck.go). What it can see would fail now (a missing variable, program,
+// directory; an app under the private /tmp) is said on stderr; the unit is printed anyway,
+// since the env file may be written after it.
 func runStartup(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor startup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", defaultConfig, "the configuration the unit runs (our YAML or a PM2 ecosystem file); made absolute")
-	name := fs.String("name", "", "the unit's name (default: the configuration file's name without extensions, e.g. ecosystem)")
+	name := fs.String("name", "", "the unit's name, also its runtime directory /run/NAME with the control socket (default: the only app's name, else the file's name without extensions; for ecosystem.* its directory's name)")
 	userName := fs.String("user", "", "the user the service runs as (default: the current user)")
-	dir := fs.String("dir", "", "the working directory (default: the configuration file's directory, where its relative paths resolve)")
+	dir := fs.String("dir", "", "the unit's WorkingDirectory, where the configuration's relative paths (command, script, cwd, the env's paths) resolve, as they do for `supervisor run` (default: the current directory)")
+	envFile := fs.String("env-file", "", "a file of KEY=VALUE lines (mode 0600: it may hold secrets) the unit reads with EnvironmentFile=; the workers inherit them (the feed worker: SQLITE_PATH and JWT_SECRET_FILE)")
+	envName := fs.String("env", "", "with an ecosystem file: the unit runs with -env NAME (pm2 start --env NAME)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,36 +62,157 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if bin, err = filepath.EvalSymlinks(bin); err != nil {
 		return fmt.Errorf("startup: find the supervisor binary: %w", err)
 	}
-	if *name == "" {
-		*name = strings.SplitN(filepath.Base(cfg), ".", 2)[0]
-	}
-	if !regexp.MustCompile(`^[A-Za-z0-9_.-]+$`).MatchString(*name) {
-		return fmt.Errorf("startup: -name %q: want letters, digits, '_', '.' or '-' (a unit name)", *name)
-	}
-	if *userName == "" {
-		u, err := user.Current()
-		if err != nil {
-			return fmt.Errorf("startup: current user: %w (give -user)", err)
-		}
-		*userName = u.Username
-	}
 	if *dir == "" {
-		*dir = filepath.Dir(cfg)
+		// internal/cluster starts the workers in the supervisor's directory, so a config's
+		// relative paths mean what they mean where `supervisor run` is typed: here.
+		if *dir, err = os.Getwd(); err != nil {
+			return fmt.Errorf("startup: working directory: %w (give -dir)", err)
+		}
 	}
 	if *dir, err = filepath.Abs(*dir); err != nil {
 		return fmt.Errorf("startup: -dir: %w", err)
 	}
-	for _, p := range []string{bin, cfg, *dir} {
+	if *envName != "" && !validEnvName(*envName) {
+		return fmt.Errorf("startup: -env %q: want the NAME of an env_NAME of the ecosystem file", *envName)
+	}
+	ours := filepath.Join(filepath.Dir(bin), "worker")
+	specs, err := loadUnitSpecs(cfg, *envName, ours)
+	if err != nil {
+		return fmt.Errorf("startup: %w", err)
+	}
+	if *name == "" {
+		*name = defaultUnitName(cfg, specs)
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`).MatchString(*name) {
+		return fmt.Errorf("startup: -name %q: want letters, digits, '_', '.' or '-' (a unit name)", *name)
+	}
+	me, meErr := user.Current()
+	if *userName == "" {
+		if meErr != nil {
+			return fmt.Errorf("startup: current user: %w (give -user)", meErr)
+		}
+		*userName = me.Username
+	}
+	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "supervisor startup: warning: "+format+"\n", a...) }
+
+	var fileEnv []string
+	if *envFile != "" {
+		if *envFile, err = filepath.Abs(*envFile); err != nil {
+			return fmt.Errorf("startup: -env-file: %w", err)
+		}
+		fi, err := os.Stat(*envFile)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			warn("-env-file %s does not exist yet: systemd will not start the unit without it; write it (KEY=VALUE lines, chmod 600)", *envFile)
+		case err != nil:
+			return fmt.Errorf("startup: -env-file: %w", err)
+		default:
+			if fileEnv, err = readEnvFile(*envFile); err != nil {
+				return fmt.Errorf("startup: %w", err)
+			}
+			for _, kv := range fileEnv {
+				k, _, _ := strings.Cut(kv, "=")
+				if fi.Mode().Perm()&0o077 != 0 && !strings.HasSuffix(k, "_FILE") && regexp.MustCompile(`SECRET|PASSWORD|TOKEN|KEY`).MatchString(k) {
+					warn("-env-file %s holds %s and has mode %04o: others may read it; chmod 600 %s", *envFile, k, fi.Mode().Perm(), *envFile)
+				}
+			}
+		}
+	}
+	// The generating shell's PATH, so that the node (nvm's), python or bun the user runs is
+	// the one the service finds; relative entries would mean the unit's directory.
+	var pathDirs []string
+	for _, d := range filepath.SplitList(getenv("PATH")) {
+		if filepath.IsAbs(d) {
+			if !slices.Contains(pathDirs, d) {
+				pathDirs = append(pathDirs, d)
+			}
+		} else {
+			warn("PATH entry %q is not absolute: left out of the unit", d)
+		}
+	}
+	unitPath := strings.Join(pathDirs, ":")
+	unitEnv := overEnv(fileEnv, func(k string) string {
+		if k == "PATH" {
+			return unitPath
+		}
+		return "" // systemd gives a service little else (HOME, USER: not the workers' concern)
+	})
+	// What would make the unit crash-loop, judged from its directory in its environment.
+	// Permissions only when this user is the service's (else access(2) asks the wrong one).
+	lc := launchCheck{Dir: *dir, Getenv: unitEnv, Ours: ours, Access: meErr == nil && me.Username == *userName, Config: cfg}
+	if err := lc.check(specs); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			warn("the unit would not start: %s", line)
+		}
+		ef := ""
+		if *envFile != "" {
+			ef = " -env-file " + *envFile
+		}
+		if *envName != "" {
+			ef += " -env " + *envName
+		}
+		warn("fix these, then check again with: cd %s && %s run -check -config %s%s (the unit runs the same check before it starts)", *dir, bin, cfg, ef)
+	}
+
+	// Where the service writes: the app's directory (and each app's cwd), the database's
+	// directory (SQLite makes its WAL and shared-memory files beside it), log files'.
+	var rw, seen []string
+	for _, sp := range specs {
+		wd := *dir
+		if sp.Config.Cwd != "" {
+			wd = abs(*dir, sp.Config.Cwd)
+		}
+		getenv := func(k string) string {
+			if v, ok := sp.Config.Env[k]; ok {
+				return v
+			}
+			return unitEnv(k)
+		}
+		rw = append(rw, wd)
+		seen = append(seen, wd)
+		if db := getenv("SQLITE_PATH"); db != "" {
+			rw = append(rw, filepath.Dir(abs(wd, db)))
+			seen = append(seen, abs(wd, db))
+		}
+		if f := getenv("JWT_SECRET_FILE"); f != "" {
+			seen = append(seen, abs(wd, f))
+		}
+		if sp.LogFile != "" {
+			rw = append(rw, filepath.Dir(abs(*dir, sp.LogFile)))
+			seen = append(seen, abs(*dir, sp.LogFile))
+		}
+	}
+	rw = writablePaths(rw, *name)
+	for _, p := range rw {
+		if _, err := os.Stat(p); err != nil {
+			warn("ReadWritePaths=%s does not exist: systemd will not start the unit until it does; create it", p)
+		}
+	}
+	for _, p := range append([]string{*dir, cfg, bin}, seen...) {
+		for _, tmp := range []string{"/tmp", "/var/tmp"} {
+			if under(p, tmp) {
+				warn("%s is under %s, and the unit's PrivateTmp=yes gives the service an empty %s of its own: it would not find it; move it (say to /srv/%s), or delete PrivateTmp=yes from the unit",
+					p, tmp, tmp, *name)
+			}
+		}
+	}
+	for _, p := range append([]string{bin, cfg, *dir, *envFile}, rw...) {
 		if strings.ContainsAny(p, " \t\n\"'\\%$") {
 			return fmt.Errorf("startup: path %q: a unit's command line would need quoting: choose a path without spaces, quotes, '%%' or '$'", p)
 		}
 	}
 	u := unitParams{Name: *name, Bin: bin, Config: cfg, User: *userName, Dir: *dir,
-		Socket: "/run/" + *name + "/supervisor.sock",
+		Socket: "/run/" + *name + "/supervisor.sock", EnvFile: *envFile, ReadWrite: rw,
 		// ProtectHome=yes would hide a working directory under /home: read-only keeps it
-		// visible (the app writes only to the state, logs and runtime directories).
+		// visible (ReadWritePaths= under it stay writable).
 		ProtectHome: "yes"}
-	for _, p := range []string{cfg, *dir, bin} {
+	if unitPath != "" {
+		u.Path = `"PATH=` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(unitPath) + `"`
+	}
+	if *envName != "" {
+		u.EnvArg = " -env " + *envName
+	}
+	for _, p := range append(append(append([]string{cfg, *dir, bin}, rw...), seen...), pathDirs...) {
 		if under(p, "/home") || under(p, "/root") || under(p, "/run/user") {
 			u.ProtectHome = "read-only"
 		}
@@ -83,18 +220,90 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if err := unitTemplate.Execute(stdout, u); err != nil {
 		return err
 	}
+	flags := fmt.Sprintf("-config %s -name %s -user %s -dir %s", cfg, u.Name, u.User, u.Dir)
+	if *envFile != "" {
+		flags += " -env-file " + *envFile
+	}
+	flags += u.EnvArg
 	fmt.Fprintf(stdout, "\n# To install and start it at boot (as pm2 startup), run:\n"+
-		"#   %s startup -config %s -name %s -user %s -dir %s | sudo tee /etc/systemd/system/%s.service >/dev/null\n"+
+		"#   %s startup %s | sudo tee /etc/systemd/system/%s.service >/dev/null\n"+
 		"#   sudo systemctl daemon-reload && sudo systemctl enable --now %s\n"+
-		"# then: systemctl reload %s (rolling reload), journalctl -u %s (logs), supervisor status -socket %s\n",
-		bin, cfg, u.Name, u.User, u.Dir, u.Name, u.Name, u.Name, u.Name, u.Socket)
+		"# then: systemctl reload %s (rolling reload), journalctl -u %s (logs), supervisor status\n"+
+		"# (without -socket, the commands find %s when no other supervisor runs)\n",
+		bin, flags, u.Name, u.Name, u.Name, u.Name, u.Socket)
 	return nil
+}
+
+// loadUnitSpecs reads the apps of the configuration as `run -config path` does (without
+// the command line's overrides, which a unit has none of): the default command is ours.
+func loadUnitSpecs(path, envName, ours string) ([]cluster.App, error) {
+	var specs []cluster.App
+	if cluster.IsEcosystem(path) {
+		apps, err := cluster.LoadEcosystem(path, envName)
+		if err != nil {
+			return nil, err
+		}
+		specs = apps
+	} else {
+		if envName != "" {
+			return nil, fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", envName, path)
+		}
+		c, err := cluster.LoadConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		specs = []cluster.App{{Config: c}}
+	}
+	for i := range specs {
+		if len(specs[i].Config.Command) == 0 {
+			specs[i].Config.Command = []string{ours}
+		}
+	}
+	return specs, nil
+}
+
+// defaultUnitName names the unit after what it runs: the only app's name, else the file's
+// name up to its first dot (cluster for cluster.yaml), except PM2's everywhere-the-same
+// ecosystem.config.js, named after its directory (the project), so that two projects'
+// units do not both become `ecosystem`.
+func defaultUnitName(cfg string, specs []cluster.App) string {
+	if len(specs) == 1 && specs[0].Name != "" {
+		return specs[0].Name
+	}
+	n := strings.SplitN(filepath.Base(cfg), ".", 2)[0]
+	if n == "ecosystem" || n == "" {
+		n = filepath.Base(filepath.Dir(cfg))
+	}
+	n = regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(n, "-")
+	if n = strings.TrimLeft(n, "-."); n == "" {
+		n = "onehost"
+	}
+	return n
+}
+
+// writablePaths is the ReadWritePaths= list: sorted, each once, none under another in the
+// list, and none the unit may write anyway (its state, logs and runtime directories).
+func writablePaths(ps []string, name string) []string {
+	slices.Sort(ps)
+	var out []string
+	for _, p := range slices.Compact(ps) {
+		if slices.ContainsFunc(out, func(q string) bool { return under(p, q) }) ||
+			under(p, "/var/lib/"+name) || under(p, "/var/log/"+name) || under(p, "/run/"+name) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 type unitParams struct {
 	Name, Bin, Config, User, Dir, Socket, ProtectHome string
+	// Path is Environment='s quoted "PATH=..." ("" for none), EnvFile EnvironmentFile='s,
+	// EnvArg " -env NAME" or "", ReadWrite what ReadWritePaths= adds.
+	Path, EnvFile, EnvArg string
+	ReadWrite             []string
 }
 
 // unitTemplate is configs/onehost.service without what is the feed API's own (the
@@ -112,7 +321,11 @@ After=network.target
 Type=notify
 NotifyAccess=main
 WatchdogSec=30s
-ExecStart={{.Bin}} run -config {{.Config}} -socket {{.Socket}}
+# The same checks as ` + "`supervisor run -check`" + `, in the service's own environment and sandbox: a
+# missing variable, program or directory fails the start with its reason in
+# ` + "`systemctl status`" + `, instead of workers restarting until their slots are errored.
+ExecStartPre={{.Bin}} run -check -config {{.Config}}{{.EnvArg}} -socket {{.Socket}}
+ExecStart={{.Bin}} run -config {{.Config}}{{.EnvArg}} -socket {{.Socket}}
 ExecReload={{.Bin}} reload -socket {{.Socket}}
 # process, not mixed: the workers outlive a crashed supervisor, and the next one adopts them.
 KillMode=process
@@ -125,9 +338,23 @@ FileDescriptorStoreMax=1024
 LimitNOFILE=65535
 
 User={{.User}}
+# Where the configuration's relative paths resolve, as for ` + "`supervisor run`" + ` typed there.
 WorkingDirectory={{.Dir}}
+{{- if .Path}}
+# The PATH of the shell that printed this unit (node, python, bun as you run them).
+Environment={{.Path}}
+{{- end}}
+{{- if .EnvFile}}
+# The workers' environment (they inherit the supervisor's); its variables win over the
+# line above. Mode 0600: it may hold secrets.
+EnvironmentFile={{.EnvFile}}
+{{- end}}
 # The only places the service may write under ProtectSystem=strict: /var/lib/{{.Name}},
-# /var/log/{{.Name}} (for -log-dir or -log-file) and /run/{{.Name}} (the control socket).
+# /var/log/{{.Name}} (for -log-dir or -log-file), /run/{{.Name}} (the control socket), and
+# the app's directory and its database's (SQLite writes its WAL beside the file).
+{{- range .ReadWrite}}
+ReadWritePaths={{.}}
+{{- end}}
 StateDirectory={{.Name}}
 StateDirectoryMode=0700
 LogsDirectory={{.Name}}
