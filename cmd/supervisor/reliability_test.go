@@ -430,7 +430,7 @@ func diskFull(t *testing.T, bins binaries) {
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) }) // runs after the cluster stops
 	db := seedtest.Tiny(t, mnt, false)
-	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
+	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "-log-format", "json", "--", bins.worker) // the check below reads the entry's JSON
 	st, _ := c.status()
 	base := "http://" + st.Addr
 
@@ -550,7 +550,7 @@ func missingAtStart(t *testing.T, bins binaries) {
 	}
 	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1), logs: &syncBuffer{}}
 	go func() {
-		c.done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0", "--", bins.worker},
+		c.done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0", "-log-format", "json", "--", bins.worker},
 			func(string) string { return "" }, io.Discard, c.logs)
 	}()
 	t.Cleanup(func() {
