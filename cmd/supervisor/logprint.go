@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	"github.com/onehost/onehost/internal/cluster"
 )
 
@@ -126,14 +128,18 @@ func (p *logPrinter) print(out, errw io.Writer, l ringLine) {
 // ring for `supervisor logs`, and printed to the supervisor's log (and an app's own
 // out_file, with several apps) as PM2 prints them, or as JSON objects with -log-format json.
 type appOutput struct {
-	ring *logRing
-	sink io.Writer // the supervisor's log, shared with its zap core (locked)
-	main *logPrinter
-	mode string // printPM2 or printJSON
+	ring  *logRing
+	sink  io.Writer // the supervisor's log, shared with its zap core (locked)
+	main  *logPrinter
+	mode  string // printPM2 or printJSON
+	level zapcore.LevelEnabler
 }
 
-func newAppOutput(ring *logRing, sink io.Writer, jsonFormat bool) *appOutput {
-	o := &appOutput{ring: ring, sink: sink, mode: printPM2}
+// newAppOutput: the apps' lines count as info, as they did as "worker output" entries:
+// -log-level warn drops them (the -log-dir files keep them), which the ceiling sweeps use
+// to keep an app's request log out of what they measure.
+func newAppOutput(ring *logRing, sink io.Writer, jsonFormat bool, level zapcore.LevelEnabler) *appOutput {
+	o := &appOutput{ring: ring, sink: sink, mode: printPM2, level: level}
 	if jsonFormat {
 		o.mode = printJSON
 	}
@@ -149,6 +155,9 @@ func (o *appOutput) forApp(name, label string, file io.Writer) func(cluster.Outp
 		own = &logPrinter{mode: o.mode}
 	}
 	return func(ol cluster.OutputLine) {
+		if !o.level.Enabled(zapcore.InfoLevel) {
+			return
+		}
 		l := ringLine{app: name, label: label, slot: ol.Slot, stream: ol.Stream, t: ol.Time, text: ol.Text}
 		o.main.print(o.sink, o.sink, l)
 		if own != nil {

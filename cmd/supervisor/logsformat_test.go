@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/ipc"
 )
@@ -210,4 +213,45 @@ func TestTimestampArg(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzLogLine: what GET /logs?format=json sends, `supervisor logs` reads back as the same
+// line, and prints in every mode without failing; any bytes from the socket at most end
+// the printing with an error.
+func FuzzLogLine(f *testing.F) {
+	f.Add("Error: boom", "err", 1, "api", "YYYY-MM-DD-HH:mm:ss")
+	f.Add(`{"level":"info","msg":"x"}`, "out", 0, "printer", "[T]")
+	f.Add("2026-12-05T08:28:27.789Z  INFO  worker started\n", "", -1, "", "")
+	f.Add("\x00\xff\n", "out", 99999, "a|b", "[")
+	f.Fuzz(func(t *testing.T, msg, stream string, slot int, label, stamp string) {
+		if stream != "" {
+			stream = []string{cluster.StreamOut, cluster.StreamErr}[len(stream)%2]
+		}
+		l := ringLine{label: label, slot: slot, stream: stream, t: time.UnixMilli(1764923307789), text: []byte(msg)}
+		if stream == "" && !strings.HasSuffix(msg, "\n") {
+			l.text = append(l.text, '\n') // an event's entry ends its line
+		}
+		w := l.wire()
+		b, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back pm2Line
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := fromWire(back).wire(); got != w && utf8.ValidString(msg) && utf8.ValidString(label) {
+			t.Errorf("round trip: %+v, want %+v", got, w)
+		}
+		for _, o := range []logsOptions{{}, {raw: true}, {json: true}, {timestamp: stamp}} {
+			if o.check() != nil {
+				continue
+			}
+			var out, errb bytes.Buffer
+			if err := o.print(bytes.NewReader(append(b, '\n')), &out, &errb); err != nil {
+				t.Errorf("print %s: %v", b, err)
+			}
+			o.print(strings.NewReader(msg), &out, &errb) // not JSON: an error, no panic
+		}
+	})
 }

@@ -301,7 +301,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 func workerKill9(t *testing.T, bins binaries) {
 	dir := t.TempDir()
 	db := seedtest.Tiny(t, dir, false)
-	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
+	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "-log-format", "json", "--", bins.worker) // the restart check reads the entry's JSON
 	st, err := c.status()
 	if err != nil {
 		t.Fatal(err)
@@ -430,7 +430,7 @@ func diskFull(t *testing.T, bins binaries) {
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) }) // runs after the cluster stops
 	db := seedtest.Tiny(t, mnt, false)
-	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "-log-format", "json", "--", bins.worker) // the check below reads the entry's JSON
+	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
 	st, _ := c.status()
 	base := "http://" + st.Addr
 

@@ -245,7 +245,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	// at a time.
 	sink = zapcore.Lock(sink)
 	ring := newLogRing(2000)
-	appOut := newAppOutput(ring, sink, format == "json")
+	appOut := newAppOutput(ring, sink, format == "json", level)
 	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, level), newRingCore(newEnc(), level, ring)))
 	if len(specs) == 1 && specs[0].Name != "" {
 		log = log.With(zap.String("app", specs[0].Name))
