@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -107,6 +108,7 @@ type fleetSetup struct {
 	notifier *sdnotify.Notifier  // systemd's; nil: not under systemd
 	kept     map[string]*os.File // sockets systemd kept (listenFDs); an app takes its own out
 	socket   string              // the control socket, beside which the rendezvous sockets live
+	output   *appOutput          // where the apps' lines go (logprint.go); nil: into log
 }
 
 // newFleet makes one app per spec, each with its own logger (its name on every line),
@@ -159,6 +161,13 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 			} else {
 				a.log.Warn("workers will not outlive the supervisor: the rendezvous socket path is too long (choose a shorter -socket)", zap.String("path", rv))
 			}
+		}
+		if fs.output != nil {
+			var own io.Writer
+			if a.outFile != nil {
+				own = a.outFile
+			}
+			a.opt.Output = fs.output.forApp(sp.Name, appLabel(sp), own)
 		}
 		if fs.workers != nil {
 			a.opt.WorkerLog = fs.workers.For

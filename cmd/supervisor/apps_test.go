@@ -133,7 +133,7 @@ func TestEcosystemApps(t *testing.T) {
 	if out, err := c.cmd("reload", "nope"); err == nil || !strings.Contains(out+err.Error(), `app "nope": no such app: the apps are api, admin, jobs`) {
 		t.Errorf("reload nope: %v %s", err, out)
 	}
-	if out, err := c.cmd("logs", "jobs", "-n", "0"); err != nil || !strings.Contains(out, "background up") || strings.Contains(out, `"app":"api"`) {
+	if out, err := c.cmd("logs", "jobs", "-n", "0"); err != nil || !strings.Contains(out, "background up") || strings.Contains(out, `"app": "api"`) || strings.Contains(out, "|api") {
 		t.Errorf("logs jobs: %v\n%s\nwant jobs' lines only", err, out)
 	}
 	one, err := c.cmd("status", "admin", "-json")
@@ -145,7 +145,7 @@ func TestEcosystemApps(t *testing.T) {
 			t.Errorf("-log-dir: %v", err)
 		}
 	}
-	if !strings.Contains(logs.String(), `"app":"jobs"`) {
+	if !strings.Contains(logs.String(), `"app": "jobs"`) {
 		t.Errorf("no line of app jobs in the log")
 	}
 }

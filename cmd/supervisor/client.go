@@ -37,10 +37,13 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		fs.BoolVar(&updateEnv, "update-env", false, "read the configuration file again (with run's -env NAME) and roll its env into every worker (pm2 --update-env); other fields changed are named, not applied")
 	}
 	lines, follow := 15, false
+	var lo logsOptions // logs' PM2 flags (logprint.go)
 	if cmd == "logs" {
 		fs.IntVar(&lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
 		fs.BoolVar(&follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
 		fs.IntVar(&lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
+		lo.flags(fs)
+		args = timestampArg(args)
 	}
 	// Arguments may come before the flags, in pm2's order (`scale api +1`, `logs api 0`),
 	// or after them; a leading -N of scale is a count, not a flag.
@@ -50,6 +53,13 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// logs takes its flags anywhere, as pm2 logs (`logs -socket S api --lines 5 --err`).
+	for rest := fs.Args(); cmd == "logs" && len(rest) > 1; rest = fs.Args() {
+		pos = append(pos, rest[0])
+		if err := fs.Parse(timestampArg(rest[1:])); err != nil {
+			return err
+		}
 	}
 	pos = append(pos, fs.Args()...)
 	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
@@ -78,6 +88,9 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 		if lines < 0 {
 			return fmt.Errorf("logs: -n %d: want a count >= 0", lines)
+		}
+		if err := lo.check(); err != nil {
+			return fmt.Errorf("logs: %w", err)
 		}
 	case "scale": // [APP] N|+N|-N
 		switch len(pos) {
@@ -130,6 +143,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		if follow {
 			q.Set("follow", "1")
 		}
+		lo.query(q)
 	case "scale":
 		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
 			return fmt.Errorf("scale: %w", err)
@@ -164,7 +178,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	}
 	defer resp.Body.Close()
 	if cmd == "logs" && resp.StatusCode == http.StatusOK {
-		_, err := io.Copy(stdout, resp.Body) // until the end, or ^C with -f
+		err := lo.print(resp.Body, stdout, stderr) // until the end, or ^C with -f
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("logs: %w", err)
 		}

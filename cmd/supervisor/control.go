@@ -246,7 +246,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 	fail := func(w http.ResponseWriter, err error) {
 		code := http.StatusConflict
 		switch {
-		case errors.Is(err, errUnknownApp):
+		case errors.Is(err, errUnknownApp), errors.Is(err, errNoWorker):
 			code = http.StatusNotFound
 		case errors.Is(err, cluster.ErrStopped):
 			code = http.StatusServiceUnavailable
@@ -293,19 +293,32 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 				return
 			}
 		}
-		if v := q.Get("app"); v != "" && v != "all" {
+		if v := q.Get("app"); v != "" && v != "all" && !fl.isLabel(v) {
 			if _, err := fl.pick(v); err != nil {
 				fail(w, err)
 				return
 			}
 			sel.app = v
 		}
+		// The rest (logprint.go): &format=raw|json, &timestamp=FORMAT, &type=out|err,
+		// &apps=1 (the apps' lines only); a slot no app has is an error.
+		p, err := logsQuery(q, &sel)
+		if err != nil {
+			badRequest(w, err)
+			return
+		}
+		if sel.slot >= 0 {
+			if err := fl.hasSlot(sel.app, sel.slot); err != nil {
+				fail(w, err)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		flush := func() {}
 		if f, ok := w.(http.Flusher); ok {
 			flush = f.Flush
 		}
-		ring.follow(r.Context(), w, flush, sel, n, q.Get("follow") == "1")
+		ring.follow(r.Context(), func(l ringLine) { p.print(w, w, l) }, flush, sel, n, q.Get("follow") == "1")
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		notes, err := fl.updateEnvIf(r) // ?update_env=1 (updateenv.go)

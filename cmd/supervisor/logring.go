@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"sync"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 )
@@ -27,18 +27,27 @@ type ringLine struct {
 	app  string
 	slot int
 	seq  uint64
-	text []byte
+	text []byte // an event: the encoded entry (newline-terminated); an app's line: as written
+	// An app's line (logprint.go): its stream (cluster.StreamOut or StreamErr; "" for an
+	// event of the supervisor's), what its prefix shows as APP, and when it was written.
+	stream string
+	label  string
+	t      time.Time
 }
 
 // lineFilter selects lines: of one app ("" every app), of one slot (-2 every slot and the
-// supervisor's own lines).
+// supervisor's own lines), the apps' lines only (appOnly: --raw, --json), of one stream
+// only (cluster.StreamOut or StreamErr: --out, --err; "" both, and the events).
 type lineFilter struct {
-	app  string
-	slot int
+	app     string
+	slot    int
+	appOnly bool
+	stream  string
 }
 
 func (f lineFilter) match(l ringLine) bool {
-	return (f.app == "" || l.app == f.app) && (f.slot == -2 || l.slot == f.slot)
+	return (f.app == "" || l.app == f.app) && (f.slot == -2 || l.slot == f.slot) &&
+		(!f.appOnly || l.stream != "") && (f.stream == "" || l.stream == f.stream)
 }
 
 func newLogRing(limit int) *logRing {
@@ -46,9 +55,16 @@ func newLogRing(limit int) *logRing {
 }
 
 func (r *logRing) add(app string, slot int, text []byte) {
+	r.addLine(ringLine{app: app, label: app, slot: slot, t: time.Now(), text: text})
+}
+
+// addLine keeps a copy of l (its text copied).
+func (r *logRing) addLine(l ringLine) {
+	l.text = bytes.Clone(l.text)
 	r.mu.Lock()
 	r.seq++
-	r.lines[r.next] = ringLine{app: app, slot: slot, seq: r.seq, text: bytes.Clone(text)}
+	l.seq = r.seq
+	r.lines[r.next] = l
 	r.next = (r.next + 1) % r.limit
 	r.full = r.full || r.next == 0
 	close(r.wake)
@@ -79,12 +95,12 @@ func (r *logRing) since(seq uint64, sel lineFilter, n int) ([]ringLine, uint64, 
 	return out, r.seq, r.wake
 }
 
-// follow writes the last n lines sel selects to w, then every new one until ctx ends.
-func (r *logRing) follow(ctx context.Context, w io.Writer, flush func(), sel lineFilter, n int, keep bool) {
+// follow gives emit the last n lines sel selects, then every new one until ctx ends.
+func (r *logRing) follow(ctx context.Context, emit func(ringLine), flush func(), sel lineFilter, n int, keep bool) {
 	lines, seq, wake := r.since(0, sel, n)
 	for {
 		for _, l := range lines {
-			w.Write(l.text)
+			emit(l)
 		}
 		flush()
 		if !keep {

@@ -32,11 +32,11 @@ func TestLogsCommand(t *testing.T) {
 		t.Errorf("logs -n 3 printed %d lines", got)
 	}
 	one := logs("-n", "0", "1")
-	if !strings.Contains(one, `"slot":1`) {
+	if !strings.Contains(one, `"slot": 1`) {
 		t.Errorf("logs 1: no line of slot 1:\n%s", one)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(one), "\n") {
-		if !strings.Contains(l, `"slot":1`) {
+		if !strings.Contains(l, `"slot": 1`) && !strings.HasPrefix(l, "1|") { // an event of slot 1's, or a line of its worker's
 			t.Errorf("logs 1 printed a line of another slot: %s", l)
 		}
 	}
@@ -64,6 +64,7 @@ func TestLogsCommand(t *testing.T) {
 		{[]string{"logs", "-socket", c.socket, "x"}, `app "x": no such app: this supervisor runs one app without a name`},
 		{[]string{"logs", "-socket", c.socket, "1", "2"}, "want [APP] [SLOT]"},
 		{[]string{"logs", "-socket", c.socket, "-n", "-3"}, "want a count >= 0"},
+		{[]string{"logs", "-socket", c.socket, "2"}, "worker 2: no such worker: this supervisor has 0, 1"},
 	} {
 		if err := run(context.Background(), tc.args, func(string) string { return "" }, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run %q = %v, want %q", tc.args, err, tc.want)
@@ -77,7 +78,7 @@ func TestLogFormats(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cluster.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nwait_ready: true\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv)), 0o600)
-	for _, format := range []string{"console", "json"} {
+	for _, format := range []string{"console", "json", "auto"} { // auto: console, even to a buffer
 		t.Run(format, func(t *testing.T) {
 			c := &runningCluster{socket: filepath.Join(dir, format+".sock")}
 			logs := &syncBuffer{}

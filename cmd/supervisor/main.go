@@ -12,7 +12,7 @@
 //	supervisor restart [APP] [-update-env] [-socket PATH]
 //	supervisor scale [APP] N|+N|-N [-socket PATH]
 //	supervisor stop [APP|all] [-socket PATH]
-//	supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
+//	supervisor logs [APP] [ID] [-f] [-n|--lines 15] [--raw|--json] [--timestamp [FORMAT]] [--err|--out] [-socket PATH]
 //	supervisor upgrade [-binary PATH] [-socket PATH]
 //	supervisor drain [-quiet 2s] [-timeout 60s] [-socket PATH]
 //	supervisor ready [-socket PATH]
@@ -33,7 +33,8 @@
 // commands talk to it over its control socket: plain HTTP on a unix socket of mode 0600
 // (`curl --unix-socket PATH http://x/status`), where the supervisor's own workers may
 // only read. `logs` prints the last lines the supervisor
-// keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`.
+// keeps (its own and its workers', or one slot's) and with -f follows them, as `pm2 logs`:
+// an app's lines as `ID|APP | line`, in the supervisor's log too (logprint.go).
 // `run -agent HOST:PORT` answers HAProxy's agent-check for the host (up with the share of
 // its workers online, drain, down); `drain` takes the host out of its balancer (the agent
 // says drain, the workers close kept-alive connections after their next response) and
@@ -73,7 +74,7 @@ func main() {
 const usage = `usage:
   supervisor run [-config FILE [-env NAME] [-only APP]] [-instances max|-1|N]
                  [-listen HOST:PORT] [-steering auto|hash|round-robin] [-socket PATH]
-                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL]
+                 [-log-file PATH] [-log-dir DIR] [-log-level LEVEL] [-log-format console|json]
                  [-metrics HOST:PORT] [-dashboard HOST:PORT] [-allowed-hosts NAMES]
                  [-upgrade-binary PATH] [-agent HOST:PORT] [-- COMMAND [ARGS...]]
                  (FILE: our YAML, or a PM2 ecosystem file: .config.js, JSON or YAML,
@@ -101,7 +102,13 @@ const usage = `usage:
                  (the running apps and their scale to a dump beside the socket: pm2 save)
   supervisor resurrect [-file PATH] [-socket PATH]
                  (start again from it, in the background: pm2 resurrect)
-  supervisor logs [APP] [SLOT] [-f] [-n|--lines 15] [-socket PATH]
+  supervisor logs [APP] [ID] [-f] [-n|--lines 15] [--raw|--json] [--timestamp [FORMAT]]
+                 [--err|--out] [-socket PATH]
+                 (as pm2 logs: the apps' lines as ID|APP | line between the supervisor's
+                 events; --raw the lines as written, err ones to stderr; --json one object
+                 each: message, timestamp, type, process_id, app_name; --timestamp the time
+                 in front, in day.js tokens, default YYYY-MM-DD-HH:mm:ss; an ID or APP that
+                 does not exist is an error naming those that do)
   supervisor upgrade [-binary PATH] [-socket PATH]
                  (re-executes the supervisor in place, or kill -USR2: the workers serve on;
                  PATH: the running one's own, or one run -upgrade-binary names)

@@ -305,7 +305,7 @@ func TestEcosystemFile(t *testing.T) {
 		st, err = c.status()
 		return err == nil && len(st.Workers) == 2 && everyOnline(st)
 	})
-	if !strings.Contains(logs.String(), `"ready":"node ipc"`) || !strings.Contains(logs.String(), `"app":"api"`) {
+	if !strings.Contains(logs.String(), `"ready": "node ipc"`) || !strings.Contains(logs.String(), `"app": "api"`) {
 		t.Errorf("want the app's name in the log and readiness from process.send (env_production): \n%s", logs)
 	}
 	if code, body, err := fetch("http://"+st.Addr+"/", 5*time.Second); err != nil || code != 200 {

@@ -302,7 +302,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 func workerKill9(t *testing.T, bins binaries) {
 	dir := t.TempDir()
 	db := seedtest.Tiny(t, dir, false)
-	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "--", bins.worker)
+	c := startRun(t, clusterConfig(2, db, filepath.Join(dir, "products.db"), ""), "-log-format", "json", "--", bins.worker) // the restart check reads the entry's JSON
 	st, err := c.status()
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +551,7 @@ func missingAtStart(t *testing.T, bins binaries) {
 	}
 	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1), logs: &syncBuffer{}}
 	go func() {
-		c.done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0", "--", bins.worker},
+		c.done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0", "-log-format", "json", "--", bins.worker},
 			func(string) string { return "" }, io.Discard, c.logs)
 	}()
 	t.Cleanup(func() {

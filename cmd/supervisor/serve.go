@@ -18,7 +18,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -59,7 +58,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	dashboardCeiling := fs.String("dashboard-ceiling", "", "with -dashboard: show the ceiling sweep writing results in DIR, and its plots (default "+defaultCeilingDir+" when it exists; \"-\" none)")
 	logMaxSize := fs.String("log-max-size", "10M", "rotate -log-file and -log-dir files past this size (0: never; logrotate with USR1 instead)")
 	logKeep := fs.Int("log-keep", 30, "rotated files kept per log (PATH.1 the newest)")
-	logFormat := fs.String("log-format", "auto", "json, console (one readable line per event), or auto: console on a terminal, json otherwise")
+	logFormat := fs.String("log-format", "console", "console: the supervisor's events one readable line each, the apps' output as PM2 prints it (ID|APP | line), on a terminal or not; json: one JSON object per line for a collector (the apps' lines as pm2 logs --json writes them); auto: console (kept for older units)")
 	var hosts allowedHosts
 	fs.Var(&hosts, "allowed-hosts", "comma-separated host names -metrics and -dashboard answer to besides IP addresses, localhost and their own -metrics/-dashboard host (others get 421: DNS rebinding)")
 	var upgradeTo upgradeBinaries
@@ -201,7 +200,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		// Everything that can be judged without binding or starting anything: what an
 		// upgrade asks of the new binary before it gives the running image up.
 		if f := *logFormat; f != "json" && f != "console" && f != "auto" {
-			return fmt.Errorf("log-format: %q: want json, console or auto", f)
+			return errLogFormat(f)
 		}
 		if err := checkSocketPath(*socket); err != nil {
 			return err
@@ -235,12 +234,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	switch format {
 	case "json", "console":
 	case "auto":
-		format = "json" // for collectors, files and pipes
-		if f, ok := stderr.(*os.File); ok && lf == nil && isTerminal(f) {
-			format = "console"
-		}
+		// Console wherever the log goes (a terminal, the journal, a file, a pipe), as
+		// PM2's: JSON only when asked for, for a collector.
+		format = "console"
 	default:
-		return fmt.Errorf("log-format: %q: want json, console or auto", *logFormat)
+		return errLogFormat(format)
 	}
 	// One timestamp format everywhere, the worker's (ISO 8601, milliseconds); no sampling,
 	// since every worker line matters. The ring keeps the last lines for `supervisor logs`.
@@ -256,7 +254,11 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	if lf != nil {
 		sink = lf
 	}
+	// The apps' lines (logprint.go) go to the same sink between the entries: one write
+	// at a time.
+	sink = zapcore.Lock(sink)
 	ring := newLogRing(2000)
+	appOut := newAppOutput(ring, sink, format == "json", level)
 	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, level), newRingCore(newEnc(), level, ring)))
 	if len(specs) == 1 && specs[0].Name != "" {
 		log = log.With(zap.String("app", specs[0].Name))
@@ -350,7 +352,7 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	fl, appFiles, err := newFleet(specs, fleetSetup{opts: opts, log: log, rot: rot, workers: wl, notifier: notifier,
-		kept: kept, socket: *socket,
+		kept: kept, socket: *socket, output: appOut,
 		newCore: func(w zapcore.WriteSyncer) zapcore.Core { return zapcore.NewCore(newEnc(), w, level) }})
 	defer func() {
 		for _, f := range appFiles {
@@ -534,10 +536,4 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-}
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -131,3 +131,17 @@ func (df dateFormat) append(b []byte, t time.Time) []byte {
 	}
 	return b
 }
+
+// LogDateFormat is a day.js format compiled, for the stamps of others than the workers'
+// lines: `supervisor logs --timestamp FORMAT` (PM2's, the same tokens).
+type LogDateFormat struct{ df dateFormat }
+
+// ParseLogDateFormat compiles a day.js format (see dateFormat); it fails only on an
+// unclosed [.
+func ParseLogDateFormat(f string) (LogDateFormat, error) {
+	df, err := parseDateFormat(f)
+	return LogDateFormat{df}, err
+}
+
+// AppendFormat writes t in the format to b.
+func (f LogDateFormat) AppendFormat(b []byte, t time.Time) []byte { return f.df.append(b, t) }

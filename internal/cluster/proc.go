@@ -110,6 +110,12 @@ type lineLogger struct {
 	buf   []byte
 	pre   []byte // the stamped line
 	cut   bool
+	// out, when set, takes each line instead of log (Options.Output), with slot, pid and
+	// stream.
+	out    func(OutputLine)
+	slot   int
+	pid    int
+	stream string
 }
 
 // copyLines feeds r to w until EOF (every holder of the pipe's write end closed it), then
@@ -152,7 +158,9 @@ func (w *lineLogger) flush() {
 			w.pre = append(append(w.stamp.append(w.pre[:0], time.Now()), ": "...), w.buf...)
 			line = w.pre
 		}
-		if w.cut || !w.logJSON(w.buf) {
+		if w.out != nil {
+			w.out(OutputLine{Slot: w.slot, PID: w.pid, Stream: w.stream, Time: time.Now(), Text: line, Truncated: w.cut})
+		} else if w.cut || !w.logJSON(w.buf) {
 			// Check first: with the level off, a line costs no allocation.
 			if ce := w.log.Check(zap.InfoLevel, "worker output"); ce != nil {
 				ce.Write(zap.ByteString("line", line), zap.Bool("truncated", w.cut))
@@ -221,4 +229,23 @@ func (w *lineLogger) logJSON(line []byte) bool {
 	}
 	ce.Write(fields...)
 	return true
+}
+
+// The streams of a worker's output, by PM2's names for them (its log types).
+const (
+	StreamOut = "out"
+	StreamErr = "err"
+)
+
+// OutputLine is one line of a worker's output (Options.Output).
+type OutputLine struct {
+	Slot, PID int
+	// Stream is StreamOut or StreamErr. An adopted worker's two streams share one pipe
+	// (the one it was given at adoption): StreamOut.
+	Stream string
+	Time   time.Time
+	// Text is the line without its newline, log_date_format's "TIME: " in front when the
+	// app sets one; cut at 4 KiB (Truncated). Valid only during the call.
+	Text      []byte
+	Truncated bool
 }

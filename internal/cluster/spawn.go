@@ -181,6 +181,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 
 	// Our own pipe rather than an io.Writer: exec's copy goroutine would make Wait wait for
 	// every holder of the pipe, and we want the pid in the log fields.
+	// Two pipes, so that each line keeps its stream (PM2's out and err).
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		sup.Close()
@@ -188,11 +189,22 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 		closeFresh()
 		return nil, fmt.Errorf("create output pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	err = cmd.Start()
-	pw.Close()
+	prErr, pwErr, err := os.Pipe()
 	if err != nil {
 		pr.Close()
+		pw.Close()
+		sup.Close()
+		closeChannels()
+		closeFresh()
+		return nil, fmt.Errorf("create output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pwErr
+	err = cmd.Start()
+	pw.Close()
+	pwErr.Close()
+	if err != nil {
+		pr.Close()
+		prErr.Close()
 		sup.Close()
 		closeChannels()
 		closeFresh()
@@ -202,6 +214,7 @@ func (s *Supervisor) spawn(sl *slot, fresh bool) (*proc, error) {
 	p := s.newProc(sl.id, pid, sup)
 	p.notify, p.node = notify, node
 	s.forwardOutput(pr, p)
+	s.forwardStream(prErr, p, StreamErr)
 	log := p.log
 	if fresh {
 		p.socket = sock
@@ -253,8 +266,11 @@ func (s *Supervisor) newProc(slot, pid int, conn *ipc.Conn) *proc {
 
 // forwardOutput logs the worker's output lines from r (and copies them to its slot's
 // WorkerLog file), until r ends.
-func (s *Supervisor) forwardOutput(r *os.File, p *proc) {
-	ll := &lineLogger{log: p.log, stamp: s.dateFmt}
+func (s *Supervisor) forwardOutput(r *os.File, p *proc) { s.forwardStream(r, p, StreamOut) }
+
+// forwardStream is forwardOutput for one stream of the worker's, StreamOut or StreamErr.
+func (s *Supervisor) forwardStream(r *os.File, p *proc, stream string) {
+	ll := &lineLogger{log: p.log, stamp: s.dateFmt, out: s.opt.Output, slot: p.slot, pid: p.pid, stream: stream}
 	if s.opt.WorkerLog != nil {
 		ll.raw = s.opt.WorkerLog(p.slot)
 	}

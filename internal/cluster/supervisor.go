@@ -65,6 +65,12 @@ type Options struct {
 	// per-instance log files); it is called once per worker start. Default: nil, only the
 	// merged log.
 	WorkerLog func(slot int) io.Writer
+	// Output, when set, receives every line a worker writes, as written, instead of
+	// Logger's "worker output" entries (and a JSON line's re-logging as an entry):
+	// cmd/supervisor prints them as PM2 does, `ID|APP | line`, so that an app's output
+	// stays its own text (a stack trace its lines). Called from the stream's reading
+	// goroutine, in order within a stream; must not block long nor keep Text. Default: nil.
+	Output func(OutputLine)
 	// Notify, when set, receives the cluster's life as systemd notifications (sd_notify(3),
 	// internal/sdnotify): "READY=1" once every slot is online or errored after Start,
 	// "RELOADING=1" and "READY=1" around a rolling reload, "STOPPING=1" once (neither
