@@ -11,7 +11,8 @@ type framed struct {
 	statuses []int
 	closes   []bool
 	err      error
-	pending  bool // the stream ends inside a response
+	pending  bool     // the stream ends inside a response
+	bodies   []string // each response's coding and body, through Parser.Body
 }
 
 // frameAll parses stream delivered in pieces of at most step bytes, as a connection
@@ -19,6 +20,12 @@ type framed struct {
 func frameAll(stream []byte, step int, noBody bool) framed {
 	var out framed
 	p := Parser{NoBody: noBody}
+	var body []byte
+	p.Body = func(b []byte) { body = append(body, b...) }
+	end := func() {
+		out.bodies = append(out.bodies, p.ContentEncoding()+"|"+string(body))
+		body = body[:0]
+	}
 	var buf []byte
 	for off := 0; off < len(stream); off += step {
 		buf = append(buf, stream[off:min(off+step, len(stream))]...)
@@ -34,12 +41,14 @@ func frameAll(stream []byte, step int, noBody bool) framed {
 			}
 			out.statuses = append(out.statuses, p.Status)
 			out.closes = append(out.closes, p.Close)
+			end()
 			p.Reset()
 		}
 	}
 	if p.EOF() {
 		out.statuses = append(out.statuses, p.Status)
 		out.closes = append(out.closes, true)
+		end()
 	} else if !p.Idle() || len(buf) > 0 {
 		out.pending = true
 	}
@@ -169,6 +178,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 204 No Content\r\n\r\n"), uint8(3))
 	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\n"), uint8(1))
 	f.Add([]byte("HTTP/1.0 200 OK\r\n\r\nuntil close"), uint8(4))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 200 OK\r\n\r\n"), uint8(2))
 	f.Add([]byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 0\n\n"), uint8(2))
 	f.Fuzz(func(t *testing.T, stream []byte, step uint8) {
 		whole := frameAll(stream, max(len(stream), 1), false)
@@ -181,6 +191,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if !slices.Equal(whole.statuses, pieces.statuses) || !slices.Equal(whole.closes, pieces.closes) {
 			t.Fatalf("pieces framed %v %v, whole %v %v", pieces.statuses, pieces.closes, whole.statuses, whole.closes)
+		}
+		if !slices.Equal(whole.bodies, pieces.bodies) {
+			t.Fatalf("pieces gave bodies %q, whole %q", pieces.bodies, whole.bodies)
 		}
 	})
 }
