@@ -32,7 +32,7 @@ import (
 //     implementation of the heavy PATCH (the node-heavy peer), for the heavy workload.
 //   - ModeNginx: nginx with N worker processes serving the static page from disk
 //     (configs/nginx/static.conf through package frontproxy), for the static workload.
-//   - ModePM2Compress: ModePM2 with @fastify/compress registered on the peer's Fastify
+//   - ModePM2Compress: ModePM2 with @fastify/compress applied to the peer's Fastify
 //     (threshold 1 KiB, its default levels: gzip 6, br 4, zstd 3, ours' 6, 4 and 2), for
 //     heavy+gzip, heavy+br and, where node's zlib has it (22.15+), heavy+zstd.
 //   - ModeNginxGzip: ModeNginx's template with `gzip on` at level 6 (ours' default) in
@@ -166,8 +166,9 @@ func (s *Sweeper) findPM2Compress() string {
 		return fmt.Sprintf("node not found: %v", err)
 	}
 	// @fastify/compress leaves out what zlib lacks and would answer identity to it.
+	wantZstd := slices.ContainsFunc(s.workloadsFor(ModePM2Compress), func(w Workload) bool { return requestedCoding(w.Name) == "zstd" })
 	probe := exec.Command(node, "-e", "process.stdout.write(typeof require('zlib').createZstdCompress)")
-	if out, err := probe.Output(); err != nil || string(out) != "function" {
+	if out, err := probe.Output(); wantZstd && (err != nil || string(out) != "function") {
 		v, _ := exec.Command(node, "--version").Output()
 		s.peers.lacks[ModePM2Compress] = []string{"zstd"}
 		s.notes = append(s.notes, fmt.Sprintf("peer %s: node %s has no zstd in zlib (22.15+): heavy+zstd not measured on it",
