@@ -41,6 +41,7 @@ type options struct {
 	serverPID      int
 	histLog        string               // --hist-log: write the latencies as an HdrHistogram interval log
 	saturation     genhealth.Thresholds // --saturation: the generator verdict's thresholds
+	checkDecode    bool                 // --check-decode: decode every body per its Content-Encoding
 	help           bool
 }
 
@@ -133,6 +134,7 @@ var flagDefs = []flagDef{
 	{[]string{"json", "j"}, boolFlag, func(o *options, _ string) error { o.json = true; return nil }},
 	{[]string{"latency", "l", "renderLatencyTable"}, boolFlag, func(o *options, _ string) error { o.latencyTable = true; return nil }},
 	{[]string{"no-progress", "n"}, boolFlag, func(o *options, _ string) error { o.noProgress = true; return nil }},
+	{[]string{"check-decode"}, boolFlag, func(o *options, _ string) error { o.checkDecode = true; return nil }},
 	{[]string{"renderStatusCodes", "statusCodes"}, boolFlag, func(o *options, _ string) error { o.statusCodes = true; return nil }},
 	{[]string{"help", "h"}, boolFlag, func(o *options, _ string) error { o.help = true; return nil }},
 }
@@ -370,9 +372,15 @@ A Go load generator with autocannon's flags and output. Only http:// URLs.
   --hist-log FILE          write the latencies as an HdrHistogram interval log, one interval a second (autocannon merge adds logs)
   --saturation K=V,...     thresholds of the generator's verdict: hiccup=50ms,
                            send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)
+  --check-decode           decode every body as its Content-Encoding says (gzip, zstd,
+                           br, identity) and count each that fails, or names another
+                           coding, as an error ("bad_bodies" in the JSON); costs the
+                           generator a copy and a decode of every body
   --server-pid PID         sample the server's process tree (CPU, RSS) and the host
   -h/--help                this text
 
+Bytes per response are what came over the connection, heads and bodies, as sent:
+compressed when the server compressed (send -H 'Accept-Encoding: gzip' to ask for it).
 Latencies are in milliseconds with microsecond resolution. Exit status 0 after a run
 (even with errors or non-2xx responses), 1 on bad flags or when nothing could connect.
 `

@@ -14,7 +14,9 @@
 // max_worker_cpu, avg_worker_cpu, cpu_us_per_req, bound; and "verdict", whether it kept up
 // in every second: package genhealth, docs/bench.md) and, with --server-pid,
 // "server" (the server's CPU per request, peak RSS, bytes per request, host CPU split and
-// per-second samples).
+// per-second samples), "wire_bytes_per_req" (response bytes read, heads and bodies as
+// sent, compressed or not, per response) and, with --check-decode, "bad_bodies" (bodies
+// that did not decode as their Content-Encoding said).
 //
 // The connections are spread over source addresses (--local-addrs, or by default on a
 // loopback target 127.0.0.2, .3, …: internal/srcaddr) and opened at a bounded pace
@@ -94,6 +96,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Workers:        o.workers,
 		SampleInterval: o.sampleInt,
 		Saturation:     o.saturation,
+	}
+	if o.checkDecode {
+		cfg.CheckBody = checkBody
 	}
 	var progress *progressPrinter
 	if !o.json && !o.noProgress && (o.amount > 0 || o.duration > 2*time.Second) {

@@ -101,7 +101,8 @@ func TestRunJSON(t *testing.T) {
 	keySets := map[string][]string{
 		"": {"title", "url", "connections", "sampleInt", "pipelining", "workers", "duration", "samples", "start", "finish",
 			"errors", "timeouts", "mismatches", "non2xx", "resets", "1xx", "2xx", "3xx", "4xx", "5xx", "statusCodeStats",
-			"latency", "requests", "throughput", "mode", "rate", "spread", "connect_rate", "reconnects", "per_second", "generator", "server"},
+			"latency", "requests", "throughput", "mode", "rate", "spread", "connect_rate", "reconnects", "per_second", "generator", "server",
+			"wire_bytes_per_req", "check_decode", "bad_bodies"},
 		"spread":     {"addrs", "auto", "connections", "max_per_pair"},
 		"latency":    append(append(slices.Clone(stats), pcts...), "totalCount"),
 		"requests":   append(append(slices.Clone(stats), pcts...), "total", "sent"),

@@ -58,8 +58,15 @@ type report struct {
 	ConnectRate float64          `json:"connect_rate"`
 	Reconnects  int64            `json:"reconnects"`
 	PerSecond   []loadgen.Sample `json:"per_second"`
-	Generator   generatorReport  `json:"generator"`
-	Server      *serverReport    `json:"server,omitempty"`
+	// WireBytesPerReq is the response bytes read per response, heads and bodies as they
+	// came (compressed, where the server compressed): what a link carries per request.
+	WireBytesPerReq float64 `json:"wire_bytes_per_req"`
+	// CheckDecode: --check-decode was given, and BadBodies are the bodies that did not
+	// decode as their Content-Encoding said (also counted in Errors).
+	CheckDecode bool            `json:"check_decode"`
+	BadBodies   int64           `json:"bad_bodies"`
+	Generator   generatorReport `json:"generator"`
+	Server      *serverReport   `json:"server,omitempty"`
 
 	amount int64 // for the banner only
 }
@@ -229,6 +236,8 @@ func newReport(o options, res *loadgen.Result, srv *procstat.Summary) *report {
 		Finish:      res.Finish.UTC().Format(jsTime),
 		Errors:      res.Errors,
 		Timeouts:    res.Timeouts,
+		CheckDecode: o.checkDecode,
+		BadBodies:   res.BadBodies,
 		Mode:        res.Mode,
 		Rate:        o.rate(),
 		Spread:      res.Spread.Report(),
@@ -268,6 +277,9 @@ func newReport(o options, res *loadgen.Result, srv *procstat.Summary) *report {
 	sent := res.Sent
 	r.Requests.Sent = &sent
 	r.Throughput = countDist(bytes, res.Bytes)
+	if res.Responses > 0 {
+		r.WireBytesPerReq = roundTo(float64(res.Bytes)/float64(res.Responses), 1)
+	}
 
 	g := res.Generator
 	r.Generator = generatorReport{GeneratorCPU: g, Verdict: res.Health}

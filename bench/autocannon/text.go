@@ -83,8 +83,14 @@ func printText(w io.Writer, o options, r *report) {
 		fmt.Fprintf(&b, "%d 2xx responses, %d non 2xx responses\n", r.C2xx, r.Non2xx)
 	}
 	fmt.Fprintf(&b, "%s requests in %ss, %s read\n", thousands(*req.Sent), jsNumber(r.Duration), prettyBytes(float64(*thr.Total)))
+	if *req.Total > 0 {
+		fmt.Fprintf(&b, "%s bytes per response on the wire (heads and bodies as sent)\n", jsNumber(r.WireBytesPerReq))
+	}
 	if r.Errors > 0 {
 		fmt.Fprintf(&b, "%s errors (%s timeouts)\n", thousands(r.Errors), thousands(r.Timeouts))
+	}
+	if r.CheckDecode {
+		fmt.Fprintf(&b, "%s bodies failed to decode as their Content-Encoding said\n", thousands(r.BadBodies))
 	}
 	b.WriteString(spreadLine(r.Spread, r.ConnectRate, &r.Reconnects))
 

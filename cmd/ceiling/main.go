@@ -14,7 +14,8 @@
 // missing) pinned to other cores, and writes DIR/sweep/ceiling.json (the machine, the
 // command and every run) and runs.jsonl. Beside them, at the same N, it measures the
 // peers when present: PM2's cluster mode running the Fastify heavy PATCH (-peer-heavy)
-// and nginx serving the static page. With -app it sweeps the user's own program instead
+// and nginx serving the static page, and for the workloads that ask for a content coding
+// the same two compressing per request (@fastify/compress; nginx's gzip on). With -app it sweeps the user's own program instead
 // (under the supervisor, as `supervisor run -- COMMAND` runs an unmodified Node app or an
 // fd 3 program), with their request, and the same script under PM2 as the peer
 // (docs/ceiling.md, "Your own app on your own N-core box"). `nic` does the same inside a private network
@@ -62,7 +63,7 @@ func main() {
 }
 
 const usage = `usage:
-  ceiling sweep [-quick] [-out DIR] [-n LIST] [-repeat K] [-modes cluster,single,pm2,nginx] [-workloads LIST] [-d 3s] [-warmup 1s]
+  ceiling sweep [-quick] [-out DIR] [-n LIST] [-repeat K] [-modes cluster,single,pm2,nginx,pm2-compress,nginx-gzip] [-workloads LIST] [-d 3s] [-warmup 1s]
                 [-peer-heavy DIR] [-pm2 PATH] [-nginx PATH] [-load-hosts user@host,... -server-host ADDR] ...
   ceiling sweep -app 'node server.js' [-app-config FILE] [-m METHOD] [-path PATH] [-H 'Name: value'] [-b BODY]
                 [-n 1,2,...,10 -gen-cpus 10,11] ...   (your own app, PM2 running it beside; docs/ceiling.md)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"strconv"
 	"testing"
@@ -96,4 +97,73 @@ func TestCompressedRoutes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFeedGoldenCompressed: with the feed's route compressed, every golden answer of the
+// challenge's API decodes from gzip, zstd and br to the golden bytes exactly, HEAD says
+// GET's length, and below -compress-min an answer goes plain (with Vary). The static
+// page, precompressed, revalidates per coding in the same worker: 304 for its own ETag.
+func TestFeedGoldenCompressed(t *testing.T) {
+	goldens := []struct{ file, target string }{
+		{"feed.json", "/feed"},
+		{"post-1.json", "/posts/1"},
+		{"post-250000.json", "/posts/250000"},
+		{"post-500000.json", "/posts/000500000"},
+	}
+	every := startWorker(t, "SQLITE_PATH="+seedtest.Path(t), "COMPRESS=zstd,br,gzip", "COMPRESS_ROUTES=feed", "COMPRESS_MIN=0")
+	dflt := startWorker(t, "SQLITE_PATH="+seedtest.Path(t), "COMPRESS=zstd,br,gzip", "COMPRESS_ROUTES=feed")
+	// "identity" is asked for by name: with no Accept-Encoding Go's client would ask for
+	// gzip itself and hide the coding.
+	accept := func(coding string) string { return cmp.Or(coding, "identity") }
+	for _, g := range goldens {
+		want := []byte(golden(t, g.file))
+		for _, coding := range []string{"", "gzip", "zstd", "br"} {
+			t.Run(g.file+"/"+accept(coding), func(t *testing.T) {
+				resp, body := workloadReq(t, every.Addr, "GET", g.target, "", "", "Accept-Encoding", accept(coding))
+				ce := resp.Header.Get("Content-Encoding")
+				if resp.StatusCode != 200 || ce != coding || resp.Header.Get("Vary") != "Accept-Encoding" {
+					t.Fatalf("status %d Content-Encoding %q Vary %q; want 200 %q Accept-Encoding", resp.StatusCode, ce, resp.Header.Get("Vary"), coding)
+				}
+				k := contentcoding.Identity
+				if coding != "" {
+					k, _ = contentcoding.Parse(coding)
+				}
+				plain, err := contentcoding.Decompress(k, body, 1<<20)
+				if err != nil || !bytes.Equal(plain, want) {
+					t.Fatalf("%d %s bytes decode to %d bytes (%v), not the %d of %s", len(body), cmp.Or(coding, "identity"), len(plain), err, len(want), g.file)
+				}
+				head, hb := workloadReq(t, every.Addr, "HEAD", g.target, "", "", "Accept-Encoding", accept(coding))
+				if head.Header.Get("Content-Encoding") != ce || head.Header.Get("Content-Length") != strconv.Itoa(len(body)) || len(hb) != 0 {
+					t.Errorf("HEAD: Content-Encoding %q Content-Length %q, GET sent %d bytes", head.Header.Get("Content-Encoding"), head.Header.Get("Content-Length"), len(body))
+				}
+				// The default threshold, 1 KiB: the feed compressed, the posts not.
+				resp, body = workloadReq(t, dflt.Addr, "GET", g.target, "", "", "Accept-Encoding", accept(coding))
+				wantCE := coding
+				if len(want) < 1024 {
+					wantCE = ""
+				}
+				if resp.Header.Get("Content-Encoding") != wantCE || resp.Header.Get("Vary") != "Accept-Encoding" {
+					t.Errorf("default -compress-min, %d bytes: Content-Encoding %q Vary %q, want %q Accept-Encoding", len(want), resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"), wantCE)
+				}
+				if plain, err := contentcoding.Decompress(k, body, 1<<20); wantCE == coding && (err != nil || !bytes.Equal(plain, want)) {
+					t.Errorf("default -compress-min: body not %s (%v)", g.file, err)
+				}
+			})
+		}
+	}
+	for _, coding := range []string{"", "gzip", "zstd", "br"} {
+		t.Run("static 304/"+accept(coding), func(t *testing.T) {
+			resp, _ := workloadReq(t, every.Addr, "GET", "/static/catalog.html", "", "", "Accept-Encoding", accept(coding))
+			etag := resp.Header.Get("ETag")
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != coding || etag == "" {
+				t.Fatalf("status %d Content-Encoding %q ETag %q", resp.StatusCode, resp.Header.Get("Content-Encoding"), etag)
+			}
+			for _, method := range []string{"GET", "HEAD"} {
+				r2, b2 := workloadReq(t, every.Addr, method, "/static/catalog.html", "", "", "Accept-Encoding", accept(coding), "If-None-Match", etag)
+				if r2.StatusCode != 304 || len(b2) != 0 || r2.Header.Get("ETag") != etag || r2.Header.Get("Vary") != "Accept-Encoding" {
+					t.Errorf("%s If-None-Match %s: %d, %d bytes, ETag %q, Vary %q", method, etag, r2.StatusCode, len(b2), r2.Header.Get("ETag"), r2.Header.Get("Vary"))
+				}
+			}
+		})
+	}
 }

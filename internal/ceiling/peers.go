@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -31,14 +32,25 @@ import (
 //     implementation of the heavy PATCH (the node-heavy peer), for the heavy workload.
 //   - ModeNginx: nginx with N worker processes serving the static page from disk
 //     (configs/nginx/static.conf through package frontproxy), for the static workload.
+//   - ModePM2Compress: ModePM2 with @fastify/compress applied to the peer's Fastify
+//     (threshold 1 KiB, its default levels: gzip 6, br 4, zstd 3, ours' 6, 4 and 2), for
+//     heavy+gzip, heavy+br and, where node's zlib has it (22.15+), heavy+zstd.
+//   - ModeNginxGzip: ModeNginx's template with `gzip on` at level 6 (ours' default) in
+//     place of `gzip_static on`: the page compressed per request, for static+gzip.
 //
 // peerWorkload is the one workload each peer stands in for; peerCodings the content
 // codings it serves that workload in (nginx's gzip_static sends the .gz beside the page;
-// Debian's nginx has no brotli or zstd without extra modules).
+// Debian's nginx has no brotli or zstd without extra modules); a peer in peerCodedOnly
+// serves only those (its plain answers would be its sibling's).
 var (
-	peerWorkload = map[string]string{ModePM2: "heavy", ModeNginx: "static"}
-	peerCodings  = map[string][]string{ModeNginx: {"gzip"}}
+	peerWorkload  = map[string]string{ModePM2: "heavy", ModeNginx: "static", ModePM2Compress: "heavy", ModeNginxGzip: "static"}
+	peerCodings   = map[string][]string{ModeNginx: {"gzip"}, ModePM2Compress: {"gzip", "zstd", "br"}, ModeNginxGzip: {"gzip"}}
+	peerCodedOnly = map[string]bool{ModePM2Compress: true, ModeNginxGzip: true}
 )
+
+// PeerCompressVersion is the @fastify/compress that ModePM2Compress is measured with,
+// pinned as the node-heavy peer pins fastify (5.12.8): its 9.x declares fastify 5.x.
+const PeerCompressVersion = "9.2.0"
 
 func isPeer(mode string) bool { _, ok := peerWorkload[mode]; return ok }
 
@@ -51,16 +63,20 @@ func ServesWorkload(mode, workload string) bool {
 	}
 	if w, ok := peerWorkload[mode]; ok {
 		base, coding, encoded := strings.Cut(workload, "+")
-		return w == base && (!encoded || slices.Contains(peerCodings[mode], coding))
+		if !encoded {
+			return w == base && !peerCodedOnly[mode]
+		}
+		return w == base && slices.Contains(peerCodings[mode], coding)
 	}
 	return true
 }
 
-// workloadsFor are the configured workloads a server of mode runs.
+// workloadsFor are the configured workloads a server of mode runs: those it serves, less
+// the codings findPeers found it lacks here.
 func (s *Sweeper) workloadsFor(mode string) []Workload {
 	var out []Workload
 	for _, w := range s.cfg.Workloads {
-		if ServesWorkload(mode, w.Name) {
+		if ServesWorkload(mode, w.Name) && !slices.Contains(s.peers.lacks[mode], requestedCoding(w.Name)) {
 			out = append(out, w)
 		}
 	}
@@ -76,13 +92,19 @@ type peerSetup struct {
 	pm2Dir     string            // its working directory; "": the sweep's
 	nginx      string            // nginx binary, resolved
 	nginxTmpl  []byte
+	gzipTmpl   []byte // nginxTmpl with gzip on in place of gzip_static (ModeNginxGzip)
 	staticRoot string // absolute
+	peerDir    string // the Fastify peer's directory, absolute (ModePM2Compress)
+	// lacks are the codings a peer cannot serve on this host (node without zstd),
+	// left out of its workloads with a note.
+	lacks map[string][]string
 }
 
 // findPeers resolves each requested peer that has a workload to run, and notes (once)
 // each one that cannot run, so a machine without node, pm2 or nginx still sweeps.
 func (s *Sweeper) findPeers() {
 	s.peers.skip = make(map[string]string)
+	s.peers.lacks = make(map[string][]string)
 	for _, m := range s.cfg.Modes {
 		if !isPeer(m) || len(s.workloadsFor(m)) == 0 {
 			continue
@@ -97,6 +119,12 @@ func (s *Sweeper) findPeers() {
 			}
 		case ModeNginx:
 			why = s.findNginx()
+		case ModePM2Compress:
+			why = s.findPM2Compress()
+		case ModeNginxGzip:
+			if why = s.findNginx(); why == "" {
+				why = s.gzipTemplate()
+			}
 		}
 		if why != "" {
 			s.peers.skip[m] = why
@@ -110,24 +138,62 @@ func (s *Sweeper) findPeers() {
 }
 
 func (s *Sweeper) findPM2() string {
-	if s.cfg.PeerHeavyDir == "" {
-		return "no Fastify peer directory given (ceiling sweep -peer-heavy DIR, make PEER_HEAVY=DIR; docs/ceiling.md says how to prepare one)"
+	dir, why := s.findPeerHeavy()
+	if why != "" {
+		return why
 	}
-	dir, err := filepath.Abs(s.cfg.PeerHeavyDir)
-	if err != nil {
-		return err.Error()
-	}
-	if _, err := os.Stat(filepath.Join(dir, "heavy.js")); err != nil {
-		return fmt.Sprintf("no heavy.js in %s", dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
-		return fmt.Sprintf("no node_modules/fastify in %s (run npm install there)", dir)
-	}
-	why := s.findPM2Binary()
-	if why == "" {
+	if why = s.findPM2Binary(); why == "" {
 		s.peers.pm2Script, s.peers.pm2Dir = filepath.Join(dir, "heavy.js"), dir
 	}
 	return why
+}
+
+// findPM2Compress checks what ModePM2Compress needs beyond ModePM2's: @fastify/compress
+// installed beside fastify, and node's zlib for each coding asked (zstd from 22.15).
+func (s *Sweeper) findPM2Compress() string {
+	dir, why := s.findPeerHeavy()
+	if why != "" {
+		return why
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@fastify", "compress")); err != nil {
+		return fmt.Sprintf("no node_modules/@fastify/compress in %s (run npm install @fastify/compress@%s there)", dir, PeerCompressVersion)
+	}
+	if why = s.findPM2Binary(); why != "" {
+		return why
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return fmt.Sprintf("node not found: %v", err)
+	}
+	// @fastify/compress leaves out what zlib lacks and would answer identity to it.
+	wantZstd := slices.ContainsFunc(s.workloadsFor(ModePM2Compress), func(w Workload) bool { return requestedCoding(w.Name) == "zstd" })
+	probe := exec.Command(node, "-e", "process.stdout.write(typeof require('zlib').createZstdCompress)")
+	if out, err := probe.Output(); wantZstd && (err != nil || string(out) != "function") {
+		v, _ := exec.Command(node, "--version").Output()
+		s.peers.lacks[ModePM2Compress] = []string{"zstd"}
+		s.notes = append(s.notes, fmt.Sprintf("peer %s: node %s has no zstd in zlib (22.15+): heavy+zstd not measured on it",
+			ModePM2Compress, strings.TrimSpace(string(v))))
+	}
+	s.peers.peerDir = dir
+	return ""
+}
+
+// findPeerHeavy checks the Fastify peer's directory (-peer-heavy) and returns it absolute.
+func (s *Sweeper) findPeerHeavy() (string, string) {
+	if s.cfg.PeerHeavyDir == "" {
+		return "", "no Fastify peer directory given (ceiling sweep -peer-heavy DIR, make PEER_HEAVY=DIR; docs/ceiling.md says how to prepare one)"
+	}
+	dir, err := filepath.Abs(s.cfg.PeerHeavyDir)
+	if err != nil {
+		return "", err.Error()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "heavy.js")); err != nil {
+		return "", fmt.Sprintf("no heavy.js in %s", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "fastify")); err != nil {
+		return "", fmt.Sprintf("no node_modules/fastify in %s (run npm install there)", dir)
+	}
+	return dir, ""
 }
 
 // findPM2Binary resolves pm2, and node when pm2 is a node script.
@@ -210,6 +276,11 @@ func (s *Sweeper) findNginx() string {
 // one. The God's pid is also read from PM2_HOME/pm2.pid and sampled, in case a pm2
 // version daemonizes anyway.
 func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Server, error) {
+	return s.startPM2Script(ctx, srv, dir, s.peers.pm2Script, s.peers.pm2Dir)
+}
+
+// startPM2Script is startPM2 for script, run in workDir ("": the sweep's).
+func (s *Sweeper) startPM2Script(ctx context.Context, srv *Server, dir, script, workDir string) (*Server, error) {
 	home := filepath.Join(dir, "pm2")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("start pm2: %w", err)
@@ -219,7 +290,6 @@ func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Serve
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	script := s.peers.pm2Script
 	env := []string{"PM2_HOME=" + home, "PORT=" + port}
 	argv := []string{s.peers.pm2, "start", script, "-i", strconv.Itoa(srv.N), "--no-daemon"}
 	if len(s.cfg.AppPM2Args) > 0 {
@@ -228,7 +298,7 @@ func (s *Sweeper) startPM2(ctx context.Context, srv *Server, dir string) (*Serve
 	if srv.CPUs != nil {
 		argv = s.cfg.Pin(srv.CPUs, argv)
 	}
-	if err := s.spawn(srv, "pm2", s.peers.pm2Dir, argv, env); err != nil {
+	if err := s.spawn(srv, "pm2", workDir, argv, env); err != nil {
 		return nil, err
 	}
 	srv.stop = func() error { return s.stopPM2(srv, home, script) }
@@ -339,6 +409,66 @@ func cmdlineHas(cmdline []byte, arg string) bool {
 	return len(words) > 1 && slices.Contains(words[1:], arg)
 }
 
+// gzipOn is what ModeNginxGzip's template has in place of `gzip_static on;`: the page
+// compressed per request at level 6, ours' default (nginx's own is 1), from 1 KiB as ours;
+// text/html is always among gzip_types (naming it again draws a warning).
+const gzipOn = `gzip_static off;
+            gzip on;
+            gzip_comp_level 6;
+            gzip_min_length 1024;
+            gzip_types application/json;`
+
+// gzipTemplate makes ModeNginxGzip's template from the static one: gzip on in place of
+// gzip_static on, all else the same, so the two nginx runs differ in that alone.
+func (s *Sweeper) gzipTemplate() string {
+	const static = "gzip_static on;"
+	if bytes.Count(s.peers.nginxTmpl, []byte(static)) != 1 {
+		return fmt.Sprintf("the nginx template has no single %q line to turn into gzip on", static)
+	}
+	s.peers.gzipTmpl = bytes.Replace(s.peers.nginxTmpl, []byte(static), []byte(gzipOn), 1)
+	return ""
+}
+
+// compressScript is the program ModePM2Compress runs under PM2: the peer's heavy.js,
+// unmodified and from its own directory, with @fastify/compress applied to the Fastify
+// instance it makes, before its routes. Applied, not registered: heavy.js declares its
+// routes in the same tick as it makes the instance, and a registered plugin loads only
+// at listen, after them, while @fastify/compress attaches itself to each route in an
+// onRoute hook, so a registered one compresses nothing (found by TestPM2CompressPeer).
+// The plugin is fastify-plugin'd (it would decorate the root instance anyway), so calling
+// it on the instance is what registering it first would do. The peer's directory may be
+// read-only: the script is written into the sweep's own. %s: the peer's directory, as a
+// JSON string.
+const compressScript = `'use strict';
+// Written by ceiling sweep (internal/ceiling/peers.go): the Fastify heavy peer with
+// @fastify/compress, threshold 1 KiB, its default levels (gzip 6, br 4, zstd 3).
+const path = require('path');
+const { createRequire } = require('module');
+const heavy = path.join(%s, 'heavy.js');
+const peerRequire = createRequire(heavy);
+const fastify = peerRequire('fastify');
+const compress = peerRequire('@fastify/compress');
+function withCompress (...args) {
+  const app = fastify(...args);
+  compress(app, { threshold: 1024, encodings: ['zstd', 'br', 'gzip'] }, (err) => { if (err) throw err; });
+  return app;
+}
+Object.assign(withCompress, fastify);
+require.cache[peerRequire.resolve('fastify')].exports = withCompress;
+require(heavy);
+`
+
+// startPM2Compress writes compressScript into the server's directory and runs it as
+// startPM2 runs heavy.js.
+func (s *Sweeper) startPM2Compress(ctx context.Context, srv *Server, dir string) (*Server, error) {
+	quoted, _ := json.Marshal(s.peers.peerDir)
+	script := filepath.Join(dir, "heavy-compress.js")
+	if err := os.WriteFile(script, fmt.Appendf(nil, compressScript, quoted), 0o644); err != nil {
+		return nil, fmt.Errorf("start pm2: %w", err)
+	}
+	return s.startPM2Script(ctx, srv, dir, script, s.peers.peerDir)
+}
+
 // startNginx runs nginx with N worker processes on the static template through package
 // frontproxy, pinned to the server's cores: the sweep's Pin wraps nginx's command line
 // (frontproxy.Options.Wrap), so the affinity is set before nginx forks and every worker
@@ -361,7 +491,11 @@ func (s *Sweeper) startNginx(ctx context.Context, srv *Server, dir string) (*Ser
 		cpus := srv.CPUs
 		opt.Wrap = func(argv []string) []string { return s.cfg.Pin(cpus, argv) }
 	}
-	px, err := frontproxy.Start(ctx, s.peers.nginxTmpl, opt)
+	tmpl := s.peers.nginxTmpl
+	if srv.Mode == ModeNginxGzip {
+		tmpl = s.peers.gzipTmpl
+	}
+	px, err := frontproxy.Start(ctx, tmpl, opt)
 	if err != nil {
 		return nil, fmt.Errorf("start nginx: %w", err)
 	}
@@ -485,6 +619,10 @@ func peerName(mode, workload string) string {
 		return "PM2 cluster + Fastify"
 	case mode == ModeNginx:
 		return "nginx"
+	case mode == ModePM2Compress:
+		return "PM2 cluster + Fastify + @fastify/compress"
+	case mode == ModeNginxGzip:
+		return "nginx gzip on"
 	}
 	return mode
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/onehost/onehost/internal/contentcoding"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // fakePM2 plays `pm2 start SCRIPT -i N --no-daemon` (a God in the foreground: it writes
@@ -522,4 +525,180 @@ func TestPlain(t *testing.T) {
 	if got, want := string(plain([]byte(in))), "02:29:52 PM2      | App [heavy:1] exited"; got != want {
 		t.Errorf("plain(%q) = %q, want %q", in, got, want)
 	}
+}
+
+// TestPM2CompressSkipped: pm2-compress needs @fastify/compress beside fastify, and runs
+// only the workloads that ask for a coding.
+func TestPM2CompressSkipped(t *testing.T) {
+	coded, err := SelectWorkloads(DefaultWorkloads(""), []string{"heavy", "heavy+gzip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSweeper(SweepConfig{SeedDB: "unused", WorkDir: t.TempDir(), NoPin: true, PeerHeavyDir: peerDir(t),
+		PM2: wrapRole(t, t.TempDir(), "pm2"), Modes: []string{ModePM2Compress}, Workloads: coded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(s.Notes(), "\n"); !strings.Contains(notes, "peer pm2-compress") || !strings.Contains(notes, "npm install @fastify/compress@"+PeerCompressVersion) {
+		t.Errorf("got notes %q, want pm2-compress skipped for want of @fastify/compress", notes)
+	}
+	s, err = NewSweeper(SweepConfig{SeedDB: "unused", WorkDir: t.TempDir(), NoPin: true,
+		Modes: []string{ModePM2Compress, ModeNginxGzip}, Workloads: DefaultWorkloads("")})
+	if err != nil || len(s.Notes()) != 0 {
+		t.Errorf("got %v, notes %q; want no note: no workload asks for a coding", err, s.Notes())
+	}
+}
+
+// startPeer starts mode at N = 1 with cfg (NoPin) and returns its address; the server
+// stops with the test.
+func startPeer(t *testing.T, cfg SweepConfig, mode string) (*Sweeper, string) {
+	t.Helper()
+	cfg.SeedDB, cfg.WorkDir, cfg.NoPin, cfg.Modes = "unused", filepath.Join(t.TempDir(), "work"), true, []string{mode}
+	s, err := NewSweeper(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.peers.skip[mode] != "" {
+		t.Fatalf("%s skipped: %s", mode, s.peers.skip[mode])
+	}
+	srv, err := s.StartServer(context.Background(), mode, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s, srv.Addr
+}
+
+// codedGet sends method to url with Accept-Encoding: accept (Go's client left to add
+// nothing) and returns the answer's Content-Encoding and the body decoded.
+func codedGet(t *testing.T, method, url, accept, body string) (string, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", accept)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s %s: %d, %v", method, url, resp.StatusCode, err)
+	}
+	ce := resp.Header.Get("Content-Encoding")
+	k := contentcoding.Identity
+	if ce != "" {
+		if k, err = contentcoding.Parse(ce); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, err := contentcoding.Decompress(k, raw, 1<<24)
+	if err != nil {
+		t.Fatalf("%s body: %v", ce, err)
+	}
+	return ce, plain
+}
+
+// TestNginxGzipPeer runs the real nginx both ways on a page with no .gz beside it:
+// gzip_static (ModeNginx) then has nothing to send but the page, gzip on (ModeNginxGzip)
+// compresses it per request, and both bodies are the page.
+func TestNginxGzipPeer(t *testing.T) {
+	if _, err := exec.LookPath("nginx"); err != nil {
+		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
+			proctest.Missing(t, "no nginx")
+		}
+	}
+	static := t.TempDir()
+	page := []byte(strings.Repeat("<p>catalogue</p>\n", 300))
+	os.WriteFile(filepath.Join(static, "catalog.html"), page, 0o644)
+	cfg := SweepConfig{NginxTemplate: "../../configs/nginx/static.conf", StaticRoot: static,
+		Workloads: []Workload{withCoding(DefaultWorkloads("")[1], contentcoding.Gzip)}}
+	for _, tc := range []struct {
+		mode, want string
+	}{
+		{ModeNginx, ""},
+		{ModeNginxGzip, "gzip"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			_, addr := startPeer(t, cfg, tc.mode)
+			ce, body := codedGet(t, "GET", "http://"+addr+"/static/catalog.html", "gzip", "")
+			if ce != tc.want || !bytes.Equal(body, page) {
+				t.Errorf("Content-Encoding %q, %d bytes decoded; want %q and the %d-byte page", ce, len(body), tc.want, len(page))
+			}
+		})
+	}
+}
+
+// heavyPeer is a Fastify app in the node-heavy peer's shape (PATCH /api/resource/:id, a
+// few KB of indented JSON), for TestPM2CompressPeer.
+const heavyPeer = `const fastify = require('fastify')({ logger: false });
+fastify.patch('/api/resource/:id', async (req, reply) => {
+  const items = [];
+  for (let i = 0; i < 40; i++) items.push({ id: i, name: 'item-' + i, tags: ['alpha', 'beta'] });
+  reply.header('content-type', 'application/json');
+  return JSON.stringify({ id: Number(req.params.id), patch: req.body, items }, null, 2);
+});
+fastify.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
+`
+
+// TestPM2CompressPeer runs the real PM2 and Fastify with @fastify/compress registered by
+// the sweep's script (npm ci in cmd/supervisor/testdata/node, and in the repository for
+// pm2): each coding node has comes back as asked and decodes to the plain answer; a
+// coding node lacks is noted and left out.
+func TestPM2CompressPeer(t *testing.T) {
+	modules, err := filepath.Abs("../../cmd/supervisor/testdata/node/node_modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "@fastify", "compress")); err != nil {
+		proctest.Missing(t, "no @fastify/compress: (cd cmd/supervisor/testdata/node && npm ci)")
+	}
+	pm2, err := exec.LookPath("pm2")
+	if err != nil {
+		if pm2, err = filepath.Abs("../../node_modules/.bin/pm2"); err == nil {
+			_, err = os.Stat(pm2)
+		}
+		if err != nil {
+			proctest.Missing(t, "no pm2: npm ci in the repository")
+		}
+	}
+	peer := t.TempDir()
+	os.WriteFile(filepath.Join(peer, "heavy.js"), []byte(heavyPeer), 0o644)
+	if err := os.Symlink(modules, filepath.Join(peer, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	wls, err := SelectWorkloads(DefaultWorkloads(""), []string{"heavy+gzip", "heavy+zstd", "heavy+br"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, addr := startPeer(t, SweepConfig{PM2: pm2, PeerHeavyDir: peer, Workloads: wls}, ModePM2Compress)
+	url := "http://" + addr + "/api/resource/7"
+	_, plain := codedGet(t, "PATCH", url, "identity", `{"foo1":"bar"}`)
+	if len(plain) < 2048 {
+		t.Fatalf("plain answer %d bytes, want a few KB", len(plain))
+	}
+	for _, w := range s.workloadsFor(ModePM2Compress) {
+		coding := requestedCoding(w.Name)
+		ce, body := codedGet(t, "PATCH", url, coding, `{"foo1":"bar"}`)
+		if ce != coding || !bytes.Equal(body, plain) {
+			t.Errorf("%s: Content-Encoding %q, %d bytes decoded; want %q and the %d plain bytes", w.Name, ce, len(body), coding, len(plain))
+		}
+	}
+	if lacks := s.peers.lacks[ModePM2Compress]; len(lacks) > 0 && !strings.Contains(strings.Join(s.Notes(), "\n"), "heavy+zstd not measured") {
+		t.Errorf("node lacks %v, notes %q say nothing of it", lacks, s.Notes())
+	}
+	t.Logf("codings served: %d of 3 (node lacks %v)", len(s.workloadsFor(ModePM2Compress)), s.peers.lacks[ModePM2Compress])
 }

@@ -54,7 +54,7 @@ func modelFor(models []Model, workload, mode string) (Model, bool) {
 func ThroughputChart(runs []Run, models []Model, workload string) Chart {
 	c := Chart{Title: "Throughput: " + workload, XLabel: "workers (cluster, peer) or GOMAXPROCS (single process)", YLabel: "requests/s"}
 	var xt []float64
-	for _, mode := range []string{ModeCluster, ModeSingle, ModePM2, ModeNginx} {
+	for _, mode := range []string{ModeCluster, ModeSingle, ModePM2, ModeNginx, ModePM2Compress, ModeNginxGzip} {
 		pts := sweepPoints(runs, workload, mode, func(r Run) float64 { return r.RPS })
 		if len(pts) == 0 {
 			continue
@@ -63,7 +63,7 @@ func ThroughputChart(runs []Run, models []Model, workload string) Chart {
 		switch mode {
 		case ModeSingle:
 			name = "one process"
-		case ModePM2, ModeNginx:
+		case ModePM2, ModeNginx, ModePM2Compress, ModeNginxGzip:
 			name = peerName(mode, workload) + " (peer)"
 		}
 		c.Series = append(c.Series, Series{Name: name, Points: pts})

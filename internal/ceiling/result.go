@@ -18,12 +18,16 @@ import (
 // Modes of a run: the supervisor's prefork cluster, or one worker process with
 // GOMAXPROCS=N on the same cores; or a peer measured beside them at the same N (see
 // ServesWorkload): PM2's cluster mode running the Fastify heavy PATCH, or nginx serving
-// the static page from disk.
+// the static page from disk; and the same two compressing per request, for the workloads
+// that ask for a content coding: the Fastify peer with @fastify/compress, nginx with
+// `gzip on` (where ModeNginx sends the .gz made ahead, `gzip_static`).
 const (
-	ModeCluster = "cluster"
-	ModeSingle  = "single"
-	ModePM2     = "pm2"
-	ModeNginx   = "nginx"
+	ModeCluster     = "cluster"
+	ModeSingle      = "single"
+	ModePM2         = "pm2"
+	ModeNginx       = "nginx"
+	ModePM2Compress = "pm2-compress"
+	ModeNginxGzip   = "nginx-gzip"
 	// ModePrefork is bench/scale.sh's N hand-started GOMAXPROCS=1 workers, each pinned to
 	// its own core on one SO_REUSEPORT port: the cluster before the supervisor existed
 	// (read from its CSV files, never run by the sweep).
@@ -77,7 +81,7 @@ type HostCPU struct {
 // Run is one measured cell: one workload against one server configuration.
 type Run struct {
 	Workload string `json:"workload"`
-	Mode     string `json:"mode"` // ModeCluster, ModeSingle, or a peer: ModePM2, ModeNginx
+	Mode     string `json:"mode"` // ModeCluster, ModeSingle, or a peer: ModePM2, ModeNginx, ModePM2Compress, ModeNginxGzip
 	Purpose  string `json:"purpose"`
 	N        int    `json:"n"` // workers (cluster, pm2 instances, nginx worker processes) or GOMAXPROCS (single)
 	// Writes: the workload writes to SQLite (the mix's likes and posts).

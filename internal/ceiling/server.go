@@ -58,8 +58,10 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 	switch mode {
 	case ModePM2:
 		return s.startPM2(ctx, srv, dir)
-	case ModeNginx:
+	case ModeNginx, ModeNginxGzip:
 		return s.startNginx(ctx, srv, dir)
+	case ModePM2Compress:
+		return s.startPM2Compress(ctx, srv, dir)
 	}
 	var env, argv []string
 	if s.appMode() {

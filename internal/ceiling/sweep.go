@@ -32,14 +32,15 @@ type SweepConfig struct {
 
 	Workloads []Workload // default DefaultWorkloads("bench/mix.lua")
 	Ns        []int      // worker counts; default 1 and 2
-	// Modes: ModeCluster, ModeSingle and the peers ModePM2 and ModeNginx; default
-	// cluster, single. A peer runs only the workload it stands in for (ServesWorkload),
+	// Modes: ModeCluster, ModeSingle and the peers ModePM2, ModeNginx, ModePM2Compress
+	// and ModeNginxGzip; default cluster, single. A peer runs only the workload it stands in for (ServesWorkload),
 	// and is skipped with a note (Notes) when its programs or files are missing.
 	Modes []string
 
 	// PeerHeavyDir: the Fastify heavy PATCH peer for ModePM2, a directory with heavy.js
-	// and its node_modules (a copy of the node-heavy peer after `npm install`). Default
-	// "": ModePM2 is skipped.
+	// and its node_modules (a copy of the node-heavy peer after `npm install`), for
+	// ModePM2Compress with @fastify/compress among them (PeerCompressVersion). Default
+	// "": both are skipped.
 	PeerHeavyDir string
 	// App: the user's own program (argv), run by ModeCluster under the supervisor as
 	// `supervisor run -instances N -- App...` instead of our worker: an unmodified Node app
@@ -195,7 +196,7 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	}
 	for _, m := range cfg.Modes {
 		if m != ModeCluster && m != ModeSingle && !isPeer(m) {
-			return nil, fmt.Errorf("sweep config: mode %q: want %s, %s, %s or %s", m, ModeCluster, ModeSingle, ModePM2, ModeNginx)
+			return nil, fmt.Errorf("sweep config: mode %q: want %s, %s, %s, %s, %s or %s", m, ModeCluster, ModeSingle, ModePM2, ModeNginx, ModePM2Compress, ModeNginxGzip)
 		}
 	}
 	if cfg.Duration == 0 {

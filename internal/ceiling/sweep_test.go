@@ -398,7 +398,16 @@ func TestServesEncodedWorkload(t *testing.T) {
 		{ModeNginx, "static+br", false},  // no brotli module in Debian's nginx
 		{ModeNginx, "heavy+gzip", false},
 		{ModePM2, "heavy", true},
-		{ModePM2, "heavy+gzip", false}, // the peer has no @fastify/compress
+		{ModePM2, "heavy+gzip", false}, // the plain peer: pm2-compress stands in
+		{ModePM2Compress, "heavy+gzip", true},
+		{ModePM2Compress, "heavy+zstd", true},
+		{ModePM2Compress, "heavy+br", true},
+		{ModePM2Compress, "heavy", false}, // the plain answer is pm2's
+		{ModePM2Compress, "static+gzip", false},
+		{ModeNginxGzip, "static+gzip", true},
+		{ModeNginxGzip, "static", false}, // the plain answer is nginx's
+		{ModeNginxGzip, "static+br", false},
+		{ModeNginxGzip, "heavy+gzip", false},
 	} {
 		if got := ServesWorkload(tc.mode, tc.workload); got != tc.want {
 			t.Errorf("ServesWorkload(%s, %s) = %v, want %v", tc.mode, tc.workload, got, tc.want)

@@ -36,7 +36,8 @@ const (
 // Parser frames HTTP/1.x responses in a byte stream, one response at a time, keeping no
 // bytes of its own: bodies are skipped, never copied, so a response of any size passes
 // through a small read buffer. It reads only what framing needs (status, Content-Length,
-// Transfer-Encoding, Connection).
+// Transfer-Encoding, Connection), and, for a caller that checks bodies (Body set),
+// Content-Encoding.
 type Parser struct {
 	state  uint8
 	remain int64 // bytes left in the current body or chunk
@@ -45,11 +46,32 @@ type Parser struct {
 	// NoBody is set by the caller for responses to HEAD requests, which carry no body
 	// whatever their headers say.
 	NoBody bool
+	// Body, when set, is given the body's bytes as they pass, in order, without the
+	// chunked framing; the slices are the caller's buffer, valid only during the call.
+	// Nil (the load generator's usual run): bodies are skipped unseen.
+	Body func(b []byte)
+
+	// The Content-Encoding value of the response, kept only when Body is set: a copy,
+	// since the head's bytes are gone by the time the body ends.
+	coding    [maxCoding]byte
+	codingLen uint8
 }
+
+// maxCoding bounds the Content-Encoding value kept for Body's caller: "gzip", "br",
+// "zstd", or a short list of them.
+const maxCoding = 32
 
 // Reset prepares the Parser for the next response on the same connection.
 func (p *Parser) Reset() {
 	p.state, p.remain, p.Status, p.Close = stHead, 0, 0, false
+	p.codingLen = 0
+}
+
+// ContentEncoding is the Content-Encoding of the response being parsed, as sent (spaces
+// trimmed), "" for none; kept only when Body is set. A value longer than 32 bytes comes
+// back as "(too long)", which no decoder takes.
+func (p *Parser) ContentEncoding() string {
+	return string(p.coding[:p.codingLen])
 }
 
 // Parse consumes bytes of the current response from b. It returns how many bytes it used
@@ -83,6 +105,9 @@ func (p *Parser) Parse(b []byte) (n int, done bool, err error) {
 				return n, false, nil
 			}
 			take := min(p.remain, avail)
+			if p.Body != nil {
+				p.Body(b[n : n+int(take)])
+			}
 			p.remain -= take
 			n += int(take)
 			if p.remain > 0 {
@@ -143,6 +168,9 @@ func (p *Parser) Parse(b []byte) (n int, done bool, err error) {
 				return n, true, nil
 			}
 		case stUntilClose:
+			if p.Body != nil && n < len(b) {
+				p.Body(b[n:])
+			}
 			return len(b), false, nil
 		}
 	}
@@ -234,6 +262,11 @@ func (p *Parser) head(h []byte) error {
 			if !chunked {
 				closeTok = true
 			}
+		case p.Body != nil && equalFold(name, "content-encoding"):
+			if len(value) > maxCoding {
+				value = []byte("(too long)")
+			}
+			p.codingLen = uint8(copy(p.coding[:], value))
 		case equalFold(name, "connection"):
 			closeTok = closeTok || containsFold(value, "close")
 			keepAlive = keepAlive || containsFold(value, "keep-alive")

@@ -11,7 +11,8 @@ type framed struct {
 	statuses []int
 	closes   []bool
 	err      error
-	pending  bool // the stream ends inside a response
+	pending  bool     // the stream ends inside a response
+	bodies   []string // each response's coding and body, through Parser.Body
 }
 
 // frameAll parses stream delivered in pieces of at most step bytes, as a connection
@@ -19,6 +20,12 @@ type framed struct {
 func frameAll(stream []byte, step int, noBody bool) framed {
 	var out framed
 	p := Parser{NoBody: noBody}
+	var body []byte
+	p.Body = func(b []byte) { body = append(body, b...) }
+	end := func() {
+		out.bodies = append(out.bodies, p.ContentEncoding()+"|"+string(body))
+		body = body[:0]
+	}
 	var buf []byte
 	for off := 0; off < len(stream); off += step {
 		buf = append(buf, stream[off:min(off+step, len(stream))]...)
@@ -34,12 +41,14 @@ func frameAll(stream []byte, step int, noBody bool) framed {
 			}
 			out.statuses = append(out.statuses, p.Status)
 			out.closes = append(out.closes, p.Close)
+			end()
 			p.Reset()
 		}
 	}
 	if p.EOF() {
 		out.statuses = append(out.statuses, p.Status)
 		out.closes = append(out.closes, true)
+		end()
 	} else if !p.Idle() || len(buf) > 0 {
 		out.pending = true
 	}
@@ -169,6 +178,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 204 No Content\r\n\r\n"), uint8(3))
 	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\n"), uint8(1))
 	f.Add([]byte("HTTP/1.0 200 OK\r\n\r\nuntil close"), uint8(4))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 200 OK\r\n\r\n"), uint8(2))
 	f.Add([]byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\nContent-Length: 0\n\n"), uint8(2))
 	f.Fuzz(func(t *testing.T, stream []byte, step uint8) {
 		whole := frameAll(stream, max(len(stream), 1), false)
@@ -182,5 +192,67 @@ func FuzzParse(f *testing.F) {
 		if !slices.Equal(whole.statuses, pieces.statuses) || !slices.Equal(whole.closes, pieces.closes) {
 			t.Fatalf("pieces framed %v %v, whole %v %v", pieces.statuses, pieces.closes, whole.statuses, whole.closes)
 		}
+		if !slices.Equal(whole.bodies, pieces.bodies) {
+			t.Fatalf("pieces gave bodies %q, whole %q", pieces.bodies, whole.bodies)
+		}
 	})
+}
+
+// TestBody: with Body set, each response's body reaches it whole and unchunked, in any
+// split of the stream, with the response's Content-Encoding; HEAD's and 304's nothing.
+func TestBody(t *testing.T) {
+	type got struct{ coding, body string }
+	tests := []struct {
+		name   string
+		stream string
+		noBody bool
+		want   []got
+	}{
+		{"content-length, coded", "HTTP/1.1 200 OK\r\nContent-Encoding:  gzip \r\nContent-Length: 5\r\n\r\nhello",
+			false, []got{{"gzip", "hello"}}},
+		{"chunked, then plain", "HTTP/1.1 200 OK\r\ncontent-encoding: br\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n" +
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+			false, []got{{"br", "hello world"}, {"", "ok"}}},
+		{"304 keeps its coding, no body", "HTTP/1.1 304 Not Modified\r\nContent-Encoding: zstd\r\nContent-Length: 99\r\n\r\n",
+			false, []got{{"zstd", ""}}},
+		{"head", "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 20\r\n\r\n", true, []got{{"gzip", ""}}},
+		{"until close", "HTTP/1.0 200 OK\r\nContent-Encoding: gzip\r\n\r\nto the end", false, []got{{"gzip", "to the end"}}},
+		{"coding too long", "HTTP/1.1 200 OK\r\nContent-Encoding: gzip, gzip, gzip, gzip, gzip, gzip, gzip\r\nContent-Length: 1\r\n\r\nx",
+			false, []got{{"(too long)", "x"}}},
+	}
+	for _, tc := range tests {
+		for _, step := range []int{1, 3, len(tc.stream)} {
+			var out []got
+			var body []byte
+			p := Parser{NoBody: tc.noBody}
+			p.Body = func(b []byte) { body = append(body, b...) }
+			end := func() {
+				out = append(out, got{p.ContentEncoding(), string(body)})
+				body = body[:0]
+				p.Reset()
+			}
+			var buf []byte
+			for off := 0; off < len(tc.stream); off += step {
+				buf = append(buf, tc.stream[off:min(off+step, len(tc.stream))]...)
+				for len(buf) > 0 {
+					n, done, err := p.Parse(buf)
+					buf = buf[n:]
+					if err != nil {
+						t.Fatalf("%s, step %d: %v", tc.name, step, err)
+					}
+					if !done {
+						break
+					}
+					end()
+				}
+			}
+			if p.EOF() {
+				end()
+			}
+			if !slices.Equal(out, tc.want) {
+				t.Errorf("%s, step %d: got %q, want %q", tc.name, step, out, tc.want)
+			}
+		}
+	}
 }

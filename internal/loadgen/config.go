@@ -75,6 +75,13 @@ type Config struct {
 	// Saturation are the thresholds of the generator's verdict (Result.Health); zero
 	// fields: genhealth's defaults.
 	Saturation genhealth.Thresholds
+	// CheckBody, when set, is given every complete response's Content-Encoding ("" none)
+	// and whole body (empty for HEAD, 204 and 304), from the loops' goroutines at once; a
+	// body it returns an error for is counted in Result.BadBodies and Result.Errors, and
+	// the connection goes on. It costs a copy of every body and whatever the check
+	// costs, so the generator's CPU per request is no longer the lean client's. Nil:
+	// bodies are skipped unseen.
+	CheckBody func(coding string, body []byte) error
 }
 
 // Header is one request header.

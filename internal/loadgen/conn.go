@@ -61,13 +61,16 @@ type conn struct {
 
 	reconnects int64 // connects after the first
 
+	body []byte // Config.CheckBody: the body of the response being read
+	bad  int64  // responses CheckBody refused
+
 	// Sampled by the controller while the loop runs.
 	responses, bytes, errs atomic.Int64
 }
 
 func newConn(l *loop, id int) *conn {
 	e := l.e
-	return &conn{
+	c := &conn{
 		l: l, id: id, fd: -1,
 		buf:   make([]byte, e.cfg.ReadBuffer),
 		p:     httpframe.Parser{NoBody: e.head},
@@ -75,6 +78,10 @@ func newConn(l *loop, id int) *conn {
 		sent:  make([]int64, e.cfg.Pipelining),
 		codes: new([1000]int64),
 	}
+	if e.cfg.CheckBody != nil {
+		c.p.Body = func(b []byte) { c.body = append(c.body, b...) }
+	}
+	return c
 }
 
 // connect starts a non-blocking connect.
@@ -278,6 +285,13 @@ func (c *conn) complete(t int64) {
 	c.head = (c.head + 1) % len(c.due)
 	c.fly--
 	c.codes[c.p.Status]++
+	if check := c.l.e.cfg.CheckBody; check != nil {
+		if check(c.p.ContentEncoding(), c.body) != nil {
+			c.bad++
+			c.errs.Add(1)
+		}
+		c.body = c.body[:0]
+	}
 	c.l.record(t - due)
 	if obs := c.l.e.observe; obs != nil {
 		obs(c.id, c.p.Status, due)
@@ -376,6 +390,7 @@ func (c *conn) fail(err error, now int64) {
 	lost := c.fly
 	c.fly, c.head, c.r, c.n, c.wbuf = 0, 0, 0, 0, nil
 	c.p.Reset()
+	c.body = c.body[:0] // a body cut short is no response: not checked
 	if e.stopped.Load() {
 		return
 	}

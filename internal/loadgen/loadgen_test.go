@@ -2,7 +2,9 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -389,5 +391,38 @@ func TestSamplesAndCancel(t *testing.T) {
 	}
 	if res.Generator.Workers != 1 || res.Generator.UserSec+res.Generator.SysSec <= 0 {
 		t.Errorf("generator %+v, want 1 worker and some CPU", res.Generator)
+	}
+}
+
+// TestCheckBody: every whole body reaches Config.CheckBody with its Content-Encoding,
+// chunked or not and pipelined, and the ones it refuses count as bad bodies and errors
+// while the connection goes on.
+func TestCheckBody(t *testing.T) {
+	good := []byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\ngood")
+	bad := []byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nba\r\n1\r\nd\r\n0\r\n\r\n")
+	s := newTestServer(t, func(_, total int64) reply {
+		if total%4 == 3 {
+			return reply{bytes: bad}
+		}
+		return reply{bytes: good}
+	})
+	var mu sync.Mutex
+	seen := map[string]int64{}
+	check := func(coding string, body []byte) error {
+		mu.Lock()
+		seen[coding+" "+string(body)]++
+		mu.Unlock()
+		if string(body) != "good" {
+			return errors.New("bad body")
+		}
+		return nil
+	}
+	const amount = 400
+	res := run(t, Config{URL: s.URL, Connections: 2, Pipelining: 2, Amount: amount, CheckBody: check})
+	if res.Responses != amount || res.BadBodies != amount/4 || res.Errors != amount/4 {
+		t.Errorf("responses %d, bad bodies %d, errors %d; want %d, %d, %d", res.Responses, res.BadBodies, res.Errors, amount, amount/4, amount/4)
+	}
+	if want := map[string]int64{"gzip good": amount * 3 / 4, "gzip bad": amount / 4}; !maps.Equal(seen, want) {
+		t.Errorf("bodies seen %v, want %v", seen, want)
 	}
 }

@@ -38,6 +38,7 @@ type Result struct {
 	Bytes         int64     // bytes read, heads and bodies
 	Errors        int64     // connection failures, parse errors and timeouts
 	Timeouts      int64     // requests past Config.Timeout (also counted in Errors)
+	BadBodies     int64     // responses Config.CheckBody refused (also counted in Errors)
 	// Connections says how the connections were made: their spread over source
 	// addresses, the pace of their first connects, and the reconnects.
 	Connections
@@ -410,6 +411,7 @@ loop:
 			res.Bytes += c.bytes.Load()
 			res.Errors += c.errs.Load()
 			res.Timeouts += c.tmo
+			res.BadBodies += c.bad
 			for code, n := range c.codes {
 				if n > 0 {
 					res.StatusCodes[code] += n
