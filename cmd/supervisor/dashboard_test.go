@@ -23,6 +23,13 @@ import (
 // this file is where the two meet.
 const ceilingProgressGolden = "../../internal/ceiling/testdata/progress/running.json"
 
+// fleetProgressGolden is the progress file internal/ceiling's test writes for `ceiling
+// fleet` in the middle of a run (Kind fleet, its runs naming a balancer and H).
+const fleetProgressGolden = "../../internal/ceiling/testdata/progress/fleet-running.json"
+
+// fleetPlotGolden is one of the fleet's SVG charts, as its golden test draws it.
+const fleetPlotGolden = "../../internal/ceiling/testdata/fleet-throughput-feed.golden.svg"
+
 // ceilingPlotGolden is one of the sweep's SVG charts, as its golden test draws it.
 const ceilingPlotGolden = "../../internal/ceiling/testdata/chart.golden.svg"
 
@@ -73,6 +80,46 @@ func writeFakeProgress(t *testing.T, dir string, pid int, started time.Time) {
 	}
 }
 
+// fakeFleetDir lays out a results directory as `ceiling fleet -out DIR` does: DIR/fleet
+// with its progress file (the golden one, its pid and current run's start set by the
+// caller), ceiling.json and its plots beside them; an older sweep's plots in plots/.
+func fakeFleetDir(t *testing.T, pid int, started time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	svg, err := os.ReadFile(fleetPlotGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"fleet/runs.jsonl": nil, "fleet/ceiling.json": []byte("{}"),
+		"fleet/fleet-cpu-per-request.svg": svg, "fleet/fleet-throughput-feed.svg": svg, "fleet/fleet-throughput-hello.svg": svg,
+		"plots/throughput-heavy.svg": svg, // an earlier sweep's
+	} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(dir, "plots/throughput-heavy.svg"), old, old)
+	b, err := os.ReadFile(fleetProgressGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["pid"] = pid
+	p["current"].(map[string]any)["started"] = started.UTC().Format(time.RFC3339Nano)
+	b, _ = json.Marshal(p)
+	if err := os.WriteFile(filepath.Join(dir, "fleet", "progress.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestDashboardFrame: the JSON of one frame (golden file) from a monit sample.
 func TestDashboardFrame(t *testing.T) {
 	st := monitState{Addr: "127.0.0.1:3000", Steering: "bpf-rr",
@@ -120,6 +167,27 @@ func TestDashboardCeiling(t *testing.T) {
 			}
 			if got := strings.Join(names, " "); got != "throughput-heavy cpu-per-request link-heavy" {
 				t.Errorf("plots %q, want the plots/ directory's, throughput first", got)
+			}
+		}},
+		{"a fleet running", fakeFleetDir(t, 4242, now.Add(-1500*time.Millisecond)), true, func(t *testing.T, c *dashCeiling) {
+			if c.State != "running" || c.Kind != "fleet" || c.RunsDone != 1 || c.Current == nil || c.Last == nil {
+				t.Fatalf("got %+v, want a fleet running with a current and a last run", c)
+			}
+			if cur := c.Current; cur.Workload != "feed" || cur.Balancer != "nftables" || cur.Hosts != 2 || cur.N != 1 || cur.ElapsedS != 1.5 {
+				t.Errorf("current %+v, want feed behind nftables on 2 hosts × 1 worker, 1.5 s in", cur)
+			}
+			if l := c.Last; l.Workload != "hello" || l.Balancer != "haproxy" || l.RPS != 23714.2 || l.CPUUsPerReq != 14.2 || l.BalancerUsPerReq != 51.9 {
+				t.Errorf("last %+v, want hello behind haproxy at 23714.2 req/s, 14.2 µs servers, 51.9 µs balancer", l)
+			}
+			var names []string
+			for _, p := range c.Plots {
+				names = append(names, p.Name)
+				if !strings.HasPrefix(p.URL, "ceiling/fleet/"+p.Name+".svg?v=") {
+					t.Errorf("plot %s at %q, want ceiling/fleet/%[1]s.svg?v=...", p.Name, p.URL)
+				}
+			}
+			if got := strings.Join(names, " "); got != "fleet-throughput-feed fleet-throughput-hello fleet-cpu-per-request" {
+				t.Errorf("plots %q, want the fleet's, throughput first", got)
 			}
 		}},
 		{"its process gone", dir, false, func(t *testing.T, c *dashCeiling) {
