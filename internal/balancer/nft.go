@@ -131,8 +131,9 @@ type Checker struct {
 
 // Run asks every agent each Interval and loads the ruleset whenever the live set (or a
 // weight) changed, the first round included, until ctx ends. A host whose agent does not
-// answer within the interval Fall rounds in a row is out (in the first round, at once). It returns ctx's error (also when ctx ended during a
-// load), or the first load that failed.
+// answer within the interval Fall rounds in a row is out (in the first round, at once).
+// It returns ctx's error (also when ctx ended during a load), or the first load that
+// failed.
 func (c *Checker) Run(ctx context.Context) error {
 	interval := c.Interval
 	if interval <= 0 {
