@@ -86,6 +86,13 @@ func writeFakeProgress(t *testing.T, dir string, pid int, started time.Time) {
 func fakeFleetDir(t *testing.T, pid int, started time.Time) string {
 	t.Helper()
 	dir := t.TempDir()
+	addFakeFleet(t, dir, pid, started)
+	return dir
+}
+
+// addFakeFleet writes fakeFleetDir's files into dir.
+func addFakeFleet(t *testing.T, dir string, pid int, started time.Time) {
+	t.Helper()
 	svg, err := os.ReadFile(fleetPlotGolden)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,6 @@ func fakeFleetDir(t *testing.T, pid int, started time.Time) string {
 	if err := os.WriteFile(filepath.Join(dir, "fleet", "progress.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir
 }
 
 // TestDashboardFrame: the JSON of one frame (golden file) from a monit sample.
@@ -379,7 +385,8 @@ func TestDashboardAssets(t *testing.T) {
 // TestDashboardChromium: the page in a real headless Chromium against a real supervisor
 // with two workers under light load: it loads without console errors, its charts move,
 // the ceiling panel shows a sweep's run and plots, and a screenshot is taken (copied to
-// $ONEHOST_SCREENSHOT_DIR/dashboard.png when that is set, for the docs).
+// $ONEHOST_SCREENSHOT_DIR/dashboard.png when that is set, for the docs); then a fleet's run
+// and plots in the same directory (dashboard-fleet.png).
 func TestDashboardChromium(t *testing.T) {
 	b := startBrowser(t) // first: skips (or fails, in CI) before anything starts when chromium is absent
 	ceil := fakeCeilingDir(t, os.Getpid(), time.Now().Add(-1500*time.Millisecond))
@@ -473,6 +480,32 @@ func TestDashboardChromium(t *testing.T) {
 		}
 	}
 	t.Logf("screenshot %s (%d bytes); page state %+v", shot, len(png), second)
+	// A `ceiling fleet` then writes into the same directory: the panel follows its
+	// progress file and its plots (the newest).
+	addFakeFleet(t, ceil, os.Getpid(), time.Now().Add(-1500*time.Millisecond))
+	time.Sleep(1100 * time.Millisecond)
+	var fleetDOM map[string]string
+	waitUntil(t, 5*time.Second, "the panel showing the fleet's run and one of its plots", func() bool {
+		err = b.eval(ctx, page, `(() => { const t = (id) => document.getElementById(id).textContent;
+			const img = document.getElementById("plot-img");
+			return {kind: t("ceiling-kind"), current: t("cur-name"), last: t("last-name"), lastCPU: t("last-cpu"),
+				plot: img.complete && img.naturalWidth > 0 ? img.alt : "not loaded"}; })()`, &fleetDOM)
+		return err == nil && strings.HasPrefix(fleetDOM["plot"], "fleet-")
+	})
+	for k, v := range map[string]string{"kind": "fleet", "current": "feed · nftables · H=2 × N=1",
+		"last": "hello · haproxy · H=2 × N=1", "lastCPU": "14.2 + 51.9 balancer"} {
+		if fleetDOM[k] != v {
+			t.Errorf("fleet: page %s = %q, want %q (all: %v)", k, fleetDOM[k], v, fleetDOM)
+		}
+	}
+
+	if shotDir != "" {
+		if png, err := b.screenshot(ctx, page); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(filepath.Join(shotDir, "dashboard-fleet.png"), png, 0o644); err != nil {
+			t.Errorf("copy the screenshot: %v", err)
+		}
+	}
 	if errs := b.consoleErrors(page); len(errs) > 0 {
 		t.Errorf("the page reported errors:\n%s", strings.Join(errs, "\n"))
 	}
