@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -108,4 +110,17 @@ func ceilingQuotaMissing() bool {
 	}
 	_, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 	return err != nil
+}
+
+// TestFleetReplotNotAFleet: -replot of a sweep's ceiling.json (no cells) says what it wants.
+func TestFleetReplotNotAFleet(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ceiling.json")
+	if err := os.WriteFile(p, []byte(`{"machine": {}, "runs": [{"workload": "hello", "mode": "cluster", "n": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"fleet", "-replot", p}, func(string) string { return "" }, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "has no cells: is it a `ceiling fleet` ceiling.json?") {
+		t.Errorf("got %v, want the file named as not a fleet's", err)
+	}
 }
