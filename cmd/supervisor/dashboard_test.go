@@ -196,6 +196,14 @@ func TestDashboardCeiling(t *testing.T) {
 				t.Errorf("plots %q, want the fleet's, throughput first", got)
 			}
 		}},
+		{"pointed at the fleet's own directory", filepath.Join(fakeFleetDir(t, 4242, now), "fleet"), true, func(t *testing.T, c *dashCeiling) {
+			if c.State != "running" || c.Kind != "fleet" || c.Current == nil || c.Current.Hosts != 2 || len(c.Plots) != 3 {
+				t.Fatalf("got %+v, want the fleet running, its three plots", c)
+			}
+			if p := c.Plots[0]; p.Name != "fleet-throughput-feed" || !strings.HasPrefix(p.URL, "ceiling/fleet-throughput-feed.svg?v=") {
+				t.Errorf("first plot %+v, want fleet-throughput-feed at ceiling/fleet-throughput-feed.svg", p)
+			}
+		}},
 		{"its process gone", dir, false, func(t *testing.T, c *dashCeiling) {
 			if c.State != "interrupted" || c.Current != nil || c.Last == nil {
 				t.Errorf("got %+v, want interrupted, no current run, the last one kept", c)
