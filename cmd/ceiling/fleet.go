@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,8 +44,12 @@ func runFleet(ctx context.Context, args []string, getenv func(string) string, st
 	nftTmpl := fs.String("nft-template", "configs/nftables/balancer.nft", "the nftables balancer's template")
 	keep := fs.Bool("keep", false, "keep the scratch directory (server and HAProxy logs)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	replot := fs.String("replot", "", "draw the plots of an earlier run's DIR/fleet/ceiling.json into its directory, and run nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *replot != "" {
+		return replotFleet(*replot, stdout)
 	}
 	hs, err := parseInts(*hostsFlag)
 	if err != nil {
@@ -128,7 +133,7 @@ func runFleet(ctx context.Context, args []string, getenv func(string) string, st
 			Logger: log, Thresholds: ceiling.Thresholds{OtherCores: *otherCores}},
 		Hosts: hs, N: *n, Balancers: splitList(*balancers), HostQuota: *quota,
 		HostCPUs: hc, BalancerCPUs: bc, GenCPUs: gc, ConnsPerHost: *conns, Repeat: *repeat,
-		HAProxyTemplate: tmpls[0], NftTemplate: tmpls[1],
+		HAProxyTemplate: tmpls[0], NftTemplate: tmpls[1], Progress: filepath.Join(dir, ceiling.ProgressFile),
 		Pin: func(cpus []int, cgroup string, argv []string) []string {
 			if cpus == nil { // pin needs a list: every core, a quota alone
 				for c := range runtime.NumCPU() {
@@ -159,14 +164,7 @@ func runFleet(ctx context.Context, args []string, getenv func(string) string, st
 	cells, limits := ceiling.SummarizeFleet(runs)
 	fmt.Fprintln(stdout)
 	ceiling.WriteFleetReport(stdout, cells, limits)
-	res := struct {
-		Machine ceiling.Machine      `json:"machine"`
-		Command []string             `json:"command"`
-		Notes   []string             `json:"notes"`
-		Cells   []ceiling.FleetCell  `json:"cells"`
-		Limits  []ceiling.FleetLimit `json:"limits"`
-		Runs    []ceiling.FleetRun   `json:"runs"`
-	}{ceiling.ReadMachine(), os.Args, fleetNotes(*quota, *hostCPUs, *lbCPUs, *genCPUs), cells, limits, runs}
+	res := fleetResults{ceiling.ReadMachine(), os.Args, fleetNotes(*quota, *hostCPUs, *lbCPUs, *genCPUs), cells, limits, runs}
 	b, err := json.MarshalIndent(res, "", " ")
 	if err != nil {
 		return err
@@ -174,7 +172,49 @@ func runFleet(ctx context.Context, args []string, getenv func(string) string, st
 	if err := os.WriteFile(filepath.Join(dir, "ceiling.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write ceiling.json: %w", err)
 	}
-	return runErr
+	names, err := ceiling.WriteFleetPlots(dir, cells, limits, ceiling.FleetProvenance(runs, res.Machine))
+	for _, n := range names {
+		fmt.Fprintln(stdout, "plot", filepath.Join(dir, n))
+	}
+	return errors.Join(runErr, err)
+}
+
+// fleetResults is DIR/fleet/ceiling.json.
+type fleetResults struct {
+	Machine ceiling.Machine      `json:"machine"`
+	Command []string             `json:"command"`
+	Notes   []string             `json:"notes"`
+	Cells   []ceiling.FleetCell  `json:"cells"`
+	Limits  []ceiling.FleetLimit `json:"limits"`
+	Runs    []ceiling.FleetRun   `json:"runs"`
+}
+
+// replotFleet draws the plots of the ceiling.json at path into its directory (results
+// written before `ceiling fleet` drew plots, or plots drawn anew after a change).
+func replotFleet(path string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("replot: %w", err)
+	}
+	var res fleetResults
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("replot: read %s: %w", path, err)
+	}
+	if len(res.Cells) == 0 {
+		return fmt.Errorf("replot: %s has no cells: is it a `ceiling fleet` ceiling.json?", path)
+	}
+	// The limits are derived again: the model may have changed since (an older file's
+	// limits lack it).
+	cells, limits := ceiling.SummarizeFleet(res.Runs)
+	if len(cells) == 0 {
+		cells, limits = res.Cells, res.Limits
+	}
+	dir := filepath.Dir(path)
+	names, err := ceiling.WriteFleetPlots(dir, cells, limits, ceiling.FleetProvenance(res.Runs, res.Machine))
+	for _, n := range names {
+		fmt.Fprintln(stdout, "plot", filepath.Join(dir, n))
+	}
+	return err
 }
 
 func fleetNotes(quota float64, host, lb, gen string) []string {

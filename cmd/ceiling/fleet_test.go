@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,6 +82,24 @@ func TestFleetCeiling(t *testing.T) {
 			t.Errorf("haproxy: balancer %v of %v cores, %v µs/req: want HAProxy's CPU recorded", r.BalancerBusyCores, r.BalancerCores, r.BalancerUsPerReq)
 		}
 	}
+	// The plots beside ceiling.json, and progress.json left saying done (what the
+	// supervisor's dashboard reads from DIR).
+	for _, n := range []string{"fleet-throughput-hello.svg", "fleet-cpu-per-request.svg"} {
+		if b, err := os.ReadFile(filepath.Join(res, "fleet", n)); err != nil || !strings.Contains(string(b), "<svg") {
+			t.Errorf("plot %s: %v", n, err)
+		}
+	}
+	var prog ceiling.Progress
+	if b, err := os.ReadFile(filepath.Join(res, "fleet", ceiling.ProgressFile)); err != nil || json.Unmarshal(b, &prog) != nil {
+		t.Errorf("progress.json: %v", err)
+	} else if prog.State != ceiling.ProgressDone || prog.Kind != ceiling.ProgressFleet || prog.RunsDone != 3 || prog.Last == nil || prog.Last.Hosts != 2 {
+		t.Errorf("progress %+v, want a fleet's, done after 3 runs, the last on 2 hosts", prog)
+	}
+	// -replot draws them again from ceiling.json alone.
+	os.Remove(filepath.Join(res, "fleet", "fleet-cpu-per-request.svg"))
+	if out := runCeiling(t, "fleet", "-replot", filepath.Join(res, "fleet", "ceiling.json")); !strings.Contains(out, "fleet-cpu-per-request.svg") {
+		t.Errorf("-replot: %s", out)
+	}
 }
 
 // ceilingQuotaMissing reports whether this machine lacks a cgroup cpu controller.
@@ -90,4 +110,17 @@ func ceilingQuotaMissing() bool {
 	}
 	_, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 	return err != nil
+}
+
+// TestFleetReplotNotAFleet: -replot of a sweep's ceiling.json (no cells) says what it wants.
+func TestFleetReplotNotAFleet(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ceiling.json")
+	if err := os.WriteFile(p, []byte(`{"machine": {}, "runs": [{"workload": "hello", "mode": "cluster", "n": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"fleet", "-replot", p}, func(string) string { return "" }, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "has no cells: is it a `ceiling fleet` ceiling.json?") {
+		t.Errorf("got %v, want the file named as not a fleet's", err)
+	}
 }

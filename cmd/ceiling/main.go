@@ -36,7 +36,7 @@
 // `fleet` (root) runs H hosts, each a network namespace with its own cluster in a CPU
 // quota, behind each balancer (HAProxy, nftables DNAT, none) and says per workload at which
 // H the balancer becomes the limit, with its CPU per request beside the servers'
-// (DIR/fleet/ceiling.json; docs/fleet.md).
+// (DIR/fleet/ceiling.json, its plots and progress.json beside it; docs/fleet.md).
 package main
 
 import (
@@ -73,6 +73,7 @@ const usage = `usage:
                 [-load-hosts user@host,... -server-host ADDR] ...
   ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
                 [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
+  ceiling fleet -replot DIR/fleet/ceiling.json   (draw a fleet's plots again)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
   ceiling version|--version
 Run 'ceiling COMMAND -h' for a command's flags.`

@@ -215,7 +215,9 @@ type dashCeiling struct {
 	Dir string `json:"dir"`
 	// State: "running", "done", "interrupted" (the file says running but its process is
 	// gone: the sweep was killed), or "none" (no progress file yet).
-	State    string     `json:"state"`
+	State string `json:"state"`
+	// Kind is "fleet" for `ceiling fleet` (its runs name a balancer and H), "" a sweep.
+	Kind     string     `json:"kind,omitempty"`
 	Updated  time.Time  `json:"updated,omitzero"`
 	RunsDone int        `json:"runs_done"`
 	Current  *dashRun   `json:"current,omitempty"`
@@ -231,7 +233,8 @@ type dashCeiling struct {
 // user's own app (docs/ceiling.md).
 func fillHint(dir string) string {
 	return fmt.Sprintf("no sweep in %s yet: fill it with `make ceiling CEILING_OUT=%s` (our worker; ceiling-quick: N = 1, 2 in about 3 minutes), "+
-		"or for your own app `make ceiling APP='node server.js' CEILING_OUT=%s`; this panel then shows each run as it goes, and the plots (docs/ceiling.md)", dir, dir, dir)
+		"or for your own app `make ceiling APP='node server.js' CEILING_OUT=%s`, or a fleet behind balancers (root) `ceiling fleet -out %s`; "+
+		"this panel then shows each run as it goes, and the plots (docs/ceiling.md, docs/fleet.md)", dir, dir, dir, dir)
 }
 
 // dashRun is one run of progress.json.
@@ -249,6 +252,10 @@ type dashRun struct {
 	P99Ms       float64   `json:"p99_ms,omitempty"`
 	Verdict     string    `json:"verdict,omitempty"`
 	Skipped     string    `json:"skipped,omitempty"`
+	// A fleet's run: its balancer, its hosts H and the balancer's CPU µs per request.
+	Balancer         string  `json:"balancer,omitempty"`
+	Hosts            int     `json:"hosts,omitempty"`
+	BalancerUsPerReq float64 `json:"balancer_cpu_us_per_req,omitempty"`
 }
 
 // dashPlot is one SVG of the last sweep, by the URL the page loads it from; the URL
@@ -259,7 +266,8 @@ type dashPlot struct {
 }
 
 // readCeiling reads dir's newest progress.json (in dir or a directory under it:
-// `ceiling sweep -out DIR` writes DIR/sweep/progress.json) and lists the SVG files of the
+// `ceiling sweep -out DIR` writes DIR/sweep/progress.json, `ceiling fleet -out DIR`
+// DIR/fleet/progress.json and its plots beside it) and lists the SVG files of the
 // directory under dir that was written last (`ceiling model` writes DIR/plots).
 func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 	c := &dashCeiling{Dir: dir, State: "none", Plots: []dashPlot{}}
@@ -330,8 +338,10 @@ func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 }
 
 // plotRank orders a sweep's plots by what a demonstration shows first: throughput, then
-// CPU per request, then the rest (the NIC's link charts).
+// CPU per request, then the rest (the NIC's link charts). A fleet's (fleet-throughput-…,
+// fleet-cpu-…) rank as a sweep's.
 func plotRank(name string) int {
+	name = strings.TrimPrefix(name, "fleet-")
 	switch {
 	case strings.HasPrefix(name, "throughput-"):
 		return 0
@@ -345,6 +355,7 @@ func plotRank(name string) int {
 func readProgress(c *dashCeiling, p string, now time.Time, alive func(int) bool) {
 	var pr struct {
 		State    string    `json:"state"`
+		Kind     string    `json:"kind"`
 		PID      int       `json:"pid"`
 		Updated  time.Time `json:"updated"`
 		RunsDone int       `json:"runs_done"`
@@ -360,7 +371,7 @@ func readProgress(c *dashCeiling, p string, now time.Time, alive func(int) bool)
 		c.State, c.Error = "unreadable", fmt.Sprintf("read %s: %v", p, err)
 		return
 	}
-	c.State, c.Updated, c.RunsDone, c.Current, c.Last, c.Error = pr.State, pr.Updated, pr.RunsDone, pr.Current, pr.Last, pr.Error
+	c.State, c.Kind, c.Updated, c.RunsDone, c.Current, c.Last, c.Error = pr.State, pr.Kind, pr.Updated, pr.RunsDone, pr.Current, pr.Last, pr.Error
 	if c.State == "running" && !alive(pr.PID) {
 		c.State, c.Current = "interrupted", nil
 	}

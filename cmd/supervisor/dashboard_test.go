@@ -23,6 +23,13 @@ import (
 // this file is where the two meet.
 const ceilingProgressGolden = "../../internal/ceiling/testdata/progress/running.json"
 
+// fleetProgressGolden is the progress file internal/ceiling's test writes for `ceiling
+// fleet` in the middle of a run (Kind fleet, its runs naming a balancer and H).
+const fleetProgressGolden = "../../internal/ceiling/testdata/progress/fleet-running.json"
+
+// fleetPlotGolden is one of the fleet's SVG charts, as its golden test draws it.
+const fleetPlotGolden = "../../internal/ceiling/testdata/fleet-throughput-feed.golden.svg"
+
 // ceilingPlotGolden is one of the sweep's SVG charts, as its golden test draws it.
 const ceilingPlotGolden = "../../internal/ceiling/testdata/chart.golden.svg"
 
@@ -69,6 +76,52 @@ func writeFakeProgress(t *testing.T, dir string, pid int, started time.Time) {
 	p["current"].(map[string]any)["started"] = started.UTC().Format(time.RFC3339Nano)
 	b, _ = json.Marshal(p)
 	if err := os.WriteFile(filepath.Join(dir, "sweep", "progress.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeFleetDir lays out a results directory as `ceiling fleet -out DIR` does: DIR/fleet
+// with its progress file (the golden one, its pid and current run's start set by the
+// caller), ceiling.json and its plots beside them; an older sweep's plots in plots/.
+func fakeFleetDir(t *testing.T, pid int, started time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	addFakeFleet(t, dir, pid, started)
+	return dir
+}
+
+// addFakeFleet writes fakeFleetDir's files into dir.
+func addFakeFleet(t *testing.T, dir string, pid int, started time.Time) {
+	t.Helper()
+	svg, err := os.ReadFile(fleetPlotGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"fleet/runs.jsonl": nil, "fleet/ceiling.json": []byte("{}"),
+		"fleet/fleet-cpu-per-request.svg": svg, "fleet/fleet-throughput-feed.svg": svg, "fleet/fleet-throughput-hello.svg": svg,
+		"plots/throughput-heavy.svg": svg, // an earlier sweep's
+	} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(dir, "plots/throughput-heavy.svg"), old, old)
+	b, err := os.ReadFile(fleetProgressGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["pid"] = pid
+	p["current"].(map[string]any)["started"] = started.UTC().Format(time.RFC3339Nano)
+	b, _ = json.Marshal(p)
+	if err := os.WriteFile(filepath.Join(dir, "fleet", "progress.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -120,6 +173,35 @@ func TestDashboardCeiling(t *testing.T) {
 			}
 			if got := strings.Join(names, " "); got != "throughput-heavy cpu-per-request link-heavy" {
 				t.Errorf("plots %q, want the plots/ directory's, throughput first", got)
+			}
+		}},
+		{"a fleet running", fakeFleetDir(t, 4242, now.Add(-1500*time.Millisecond)), true, func(t *testing.T, c *dashCeiling) {
+			if c.State != "running" || c.Kind != "fleet" || c.RunsDone != 1 || c.Current == nil || c.Last == nil {
+				t.Fatalf("got %+v, want a fleet running with a current and a last run", c)
+			}
+			if cur := c.Current; cur.Workload != "feed" || cur.Balancer != "nftables" || cur.Hosts != 2 || cur.N != 1 || cur.ElapsedS != 1.5 {
+				t.Errorf("current %+v, want feed behind nftables on 2 hosts × 1 worker, 1.5 s in", cur)
+			}
+			if l := c.Last; l.Workload != "hello" || l.Balancer != "haproxy" || l.RPS != 23714.2 || l.CPUUsPerReq != 14.2 || l.BalancerUsPerReq != 51.9 {
+				t.Errorf("last %+v, want hello behind haproxy at 23714.2 req/s, 14.2 µs servers, 51.9 µs balancer", l)
+			}
+			var names []string
+			for _, p := range c.Plots {
+				names = append(names, p.Name)
+				if !strings.HasPrefix(p.URL, "ceiling/fleet/"+p.Name+".svg?v=") {
+					t.Errorf("plot %s at %q, want ceiling/fleet/%[1]s.svg?v=...", p.Name, p.URL)
+				}
+			}
+			if got := strings.Join(names, " "); got != "fleet-throughput-feed fleet-throughput-hello fleet-cpu-per-request" {
+				t.Errorf("plots %q, want the fleet's, throughput first", got)
+			}
+		}},
+		{"pointed at the fleet's own directory", filepath.Join(fakeFleetDir(t, 4242, now), "fleet"), true, func(t *testing.T, c *dashCeiling) {
+			if c.State != "running" || c.Kind != "fleet" || c.Current == nil || c.Current.Hosts != 2 || len(c.Plots) != 3 {
+				t.Fatalf("got %+v, want the fleet running, its three plots", c)
+			}
+			if p := c.Plots[0]; p.Name != "fleet-throughput-feed" || !strings.HasPrefix(p.URL, "ceiling/fleet-throughput-feed.svg?v=") {
+				t.Errorf("first plot %+v, want fleet-throughput-feed at ceiling/fleet-throughput-feed.svg", p)
 			}
 		}},
 		{"its process gone", dir, false, func(t *testing.T, c *dashCeiling) {
@@ -311,7 +393,8 @@ func TestDashboardAssets(t *testing.T) {
 // TestDashboardChromium: the page in a real headless Chromium against a real supervisor
 // with two workers under light load: it loads without console errors, its charts move,
 // the ceiling panel shows a sweep's run and plots, and a screenshot is taken (copied to
-// $ONEHOST_SCREENSHOT_DIR/dashboard.png when that is set, for the docs).
+// $ONEHOST_SCREENSHOT_DIR/dashboard.png when that is set, for the docs); then a fleet's run
+// and plots in the same directory (dashboard-fleet.png).
 func TestDashboardChromium(t *testing.T) {
 	b := startBrowser(t) // first: skips (or fails, in CI) before anything starts when chromium is absent
 	ceil := fakeCeilingDir(t, os.Getpid(), time.Now().Add(-1500*time.Millisecond))
@@ -325,7 +408,8 @@ func TestDashboardChromium(t *testing.T) {
 	defer stopLoad()
 	url := dashboardURL(t, c)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A bound, not a wait: the screenshot for the docs waits 20 s more, on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	page, err := b.page(ctx, 1280, 720)
 	if err != nil {
@@ -405,6 +489,35 @@ func TestDashboardChromium(t *testing.T) {
 		}
 	}
 	t.Logf("screenshot %s (%d bytes); page state %+v", shot, len(png), second)
+	// A `ceiling fleet` then writes into the same directory: the panel follows its
+	// progress file and its plots (the newest). Its own deadline: the screenshot's wait
+	// above can use most of ctx's.
+	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	addFakeFleet(t, ceil, os.Getpid(), time.Now().Add(-1500*time.Millisecond))
+	time.Sleep(1100 * time.Millisecond)
+	var fleetDOM map[string]string
+	waitUntil(t, 5*time.Second, "the panel showing the fleet's run and one of its plots", func() bool {
+		err = b.eval(ctx, page, `(() => { const t = (id) => document.getElementById(id).textContent;
+			const img = document.getElementById("plot-img");
+			return {kind: t("ceiling-kind"), current: t("cur-name"), last: t("last-name"), lastCPU: t("last-cpu"), cpuLabel: t("last-cpu-label"),
+				plot: img.complete && img.naturalWidth > 0 ? img.alt : "not loaded"}; })()`, &fleetDOM)
+		return err == nil && strings.HasPrefix(fleetDOM["plot"], "fleet-")
+	})
+	for k, v := range map[string]string{"kind": "fleet", "current": "feed · nftables · H=2 × N=1",
+		"last": "hello · haproxy · H=2 × N=1", "lastCPU": "14.2", "cpuLabel": "servers' CPU µs / req · balancer 51.9"} {
+		if fleetDOM[k] != v {
+			t.Errorf("fleet: page %s = %q, want %q (all: %v)", k, fleetDOM[k], v, fleetDOM)
+		}
+	}
+
+	if shotDir != "" {
+		if png, err := b.screenshot(ctx, page); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(filepath.Join(shotDir, "dashboard-fleet.png"), png, 0o644); err != nil {
+			t.Errorf("copy the screenshot: %v", err)
+		}
+	}
 	if errs := b.consoleErrors(page); len(errs) > 0 {
 		t.Errorf("the page reported errors:\n%s", strings.Join(errs, "\n"))
 	}

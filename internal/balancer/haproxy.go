@@ -20,14 +20,17 @@ import (
 
 // Defaults of HAProxyParams.
 const (
-	DefaultListen      = "127.0.0.1:8080"
-	DefaultAgentPort   = 9999
-	DefaultInter       = 2 * time.Second
-	DefaultHealthPath  = "/health"
-	DefaultBufSize     = 64 << 10
-	DefaultRetries     = 3
-	DefaultStatsSocket = "/run/haproxy/onehost-admin.sock"
-	DefaultStateFile   = "/var/lib/haproxy/onehost-server-state"
+	DefaultListen     = "127.0.0.1:8080"
+	DefaultAgentPort  = 9999
+	DefaultInter      = 2 * time.Second
+	DefaultHealthPath = "/health"
+	DefaultBufSize    = 64 << 10
+	DefaultRetries    = 3
+	// DefaultServerTimeout is `timeout server`: how long a request sent to a host may go
+	// unanswered (a host whose link is down) before HAProxy gives up on that host.
+	DefaultServerTimeout = 30 * time.Second
+	DefaultStatsSocket   = "/run/haproxy/onehost-admin.sock"
+	DefaultStateFile     = "/var/lib/haproxy/onehost-server-state"
 )
 
 // Server is one host behind the balancer.
@@ -64,6 +67,10 @@ type HAProxyParams struct {
 	BufSize int
 	// Retries is `retries`. Default 3.
 	Retries int
+	// ServerTimeout is `timeout server` (whole milliseconds). Default DefaultServerTimeout.
+	// A replayable request still unanswered after it is sent again to another host
+	// (retry-on response-timeout); tests shorten it to stand for a long outage in seconds.
+	ServerTimeout time.Duration
 	// MaxConn is the global maxconn. 0: HAProxy's default, what its descriptor limit
 	// allows (about half of it: each proxied connection holds two descriptors).
 	MaxConn int
@@ -123,19 +130,20 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 		}
 	}
 	return render(what, tmpl, map[string]string{
-		"@LISTEN@":       cmp.Or(p.Listen, DefaultListen),
-		"@SERVERS@":      strings.TrimSuffix(servers.String(), "\n"),
-		"@BALANCE@":      balance,
-		"@AGENT_PORT@":   strconv.Itoa(orInt(p.AgentPort, DefaultAgentPort)),
-		"@CHECK_INTER@":  ms(p.CheckInter),
-		"@AGENT_INTER@":  ms(p.AgentInter),
-		"@HEALTH_PATH@":  cmp.Or(p.HealthPath, DefaultHealthPath),
-		"@BUFSIZE@":      strconv.Itoa(orInt(p.BufSize, DefaultBufSize)),
-		"@RETRIES@":      strconv.Itoa(orInt(p.Retries, DefaultRetries)),
-		"@MAXCONN@":      maxconn,
-		"@NBTHREAD@":     nbthread,
-		"@STATS_SOCKET@": sock,
-		"@STATE_FILE@":   state,
+		"@LISTEN@":         cmp.Or(p.Listen, DefaultListen),
+		"@SERVERS@":        strings.TrimSuffix(servers.String(), "\n"),
+		"@BALANCE@":        balance,
+		"@AGENT_PORT@":     strconv.Itoa(orInt(p.AgentPort, DefaultAgentPort)),
+		"@CHECK_INTER@":    ms(p.CheckInter),
+		"@AGENT_INTER@":    ms(p.AgentInter),
+		"@HEALTH_PATH@":    cmp.Or(p.HealthPath, DefaultHealthPath),
+		"@BUFSIZE@":        strconv.Itoa(orInt(p.BufSize, DefaultBufSize)),
+		"@RETRIES@":        strconv.Itoa(orInt(p.Retries, DefaultRetries)),
+		"@TIMEOUT_SERVER@": msOr(p.ServerTimeout, DefaultServerTimeout),
+		"@MAXCONN@":        maxconn,
+		"@NBTHREAD@":       nbthread,
+		"@STATS_SOCKET@":   sock,
+		"@STATE_FILE@":     state,
 	})
 }
 
@@ -149,9 +157,12 @@ func validName(s string) bool {
 }
 
 // ms renders an interval in HAProxy's units: whole milliseconds, DefaultInter when d <= 0.
-func ms(d time.Duration) string {
+func ms(d time.Duration) string { return msOr(d, DefaultInter) }
+
+// msOr renders d in whole milliseconds, def when d <= 0.
+func msOr(d, def time.Duration) string {
 	if d <= 0 {
-		d = DefaultInter
+		d = def
 	}
 	return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
 }

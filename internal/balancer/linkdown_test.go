@@ -1,13 +1,16 @@
 package balancer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,3 +246,213 @@ func through(t *testing.T, addr string, hosts []*rollHost, outer string, n int) 
 	}
 	return got
 }
+
+// TestLinkDownLong takes a host's link down for longer than the time a request may wait on
+// it — HAProxy's timeout server, the client's own timeout behind nftables — under the same
+// keep-alive load as TestLinkDown, and brings it back:
+//
+//   - HAProxy: the requests held on the dead link are given up on at timeout server and,
+//     being replayable (GET, the heavy PATCH), sent to the other host (retry-on
+//     response-timeout, redispatch): 0 failed, the held ones slow by timeout server. Back
+//     up, the host is UP again and takes requests.
+//   - nftables: L4 has no retry: a client held on the dead host fails at its own timeout
+//     (counted, at most one per client: its next connection goes to a live host), and the
+//     others see nothing. Back up, the checker puts the host back in the map.
+//
+// What decides a held request's fate is the outage against that one timeout: so the test
+// shortens timeout server (and the client's timeout behind nftables) to 3 s and holds the
+// link down 5 s, which is the 30 s production timeout against an outage past it, in
+// seconds. ONEHOST_LINKDOWN_LONG=35s runs it with the production timeout server (30 s) and
+// the link down that long (the clients' timeout behind nftables 30 s too).
+func TestLinkDownLong(t *testing.T) {
+	serverTimeout, down := 3*time.Second, 5*time.Second
+	if v := os.Getenv("ONEHOST_LINKDOWN_LONG"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= DefaultServerTimeout {
+			t.Fatalf("ONEHOST_LINKDOWN_LONG=%q: want a duration past timeout server's %v, e.g. 35s", v, DefaultServerTimeout)
+		}
+		serverTimeout, down = 0, d // 0: the template's default
+	}
+	clientTimeout := cmp.Or(serverTimeout, DefaultServerTimeout)
+	f := newRollFleet(t)
+	h0, h1 := f.hosts[0], f.hosts[1]
+	setLink := func(t *testing.T, h *rollHost, up bool) {
+		t.Helper()
+		if err := fleetns.SetLink(h.ns, up); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("haproxy", func(t *testing.T) {
+		hp, params := f.startHAProxy(t, func(p *HAProxyParams) { p.ServerTimeout = serverTimeout })
+		stat := func(name string) ServerStat {
+			ss, _ := hp.Stat()
+			for _, s := range ss {
+				if s.Name == name {
+					return s
+				}
+			}
+			return ServerStat{}
+		}
+		state := func(name, want string) func() (bool, string) {
+			return func() (bool, string) {
+				s := stat(name)
+				return strings.Fields(s.Status + " ?")[0] == want, s.Status
+			}
+		}
+		for _, h := range f.hosts {
+			if err := poll(10*time.Second, h.name+" UP", state(h.name, "UP")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The clients wait past timeout server and the retry on the other host: the
+		// balancer decides.
+		l := startPool("http://"+params.Listen, 8, 2*clientTimeout+10*time.Second, 500*time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
+		before0, before1 := stat(h0.name), stat(h1.name)
+		t0 := time.Now()
+		setLink(t, h0, false)
+		defer setLink(t, h0, true)
+		if err := poll(15*time.Second, "h0 DOWN", state(h0.name, "DOWN")); err != nil {
+			l.end(t)
+			t.Fatal(err)
+		}
+		verdict := time.Since(t0)
+		held := stat(h0.name).Scur
+		// Past timeout server, with the link still down: HAProxy has given up on every
+		// request held there (scur 0).
+		err := poll(clientTimeout+5*time.Second, "h0's held sessions given up (scur 0)", func() (bool, string) {
+			s := stat(h0.name)
+			return s.Scur == 0, fmt.Sprintf("scur %d", s.Scur)
+		})
+		givenUp := time.Since(t0)
+		if err != nil {
+			t.Error(err)
+		}
+		if rest := down - time.Since(t0); rest > 0 {
+			time.Sleep(rest)
+		}
+		if s := stat(h0.name); !strings.HasPrefix(s.Status, "DOWN") {
+			t.Errorf("h0 %s with its link still down, want DOWN", s.Status)
+		}
+		t1 := time.Now()
+		outage := t1.Sub(t0)
+		setLink(t, h0, true)
+		if err := poll(15*time.Second, "h0 UP again", state(h0.name, "UP")); err != nil {
+			l.end(t)
+			t.Fatal(err)
+		}
+		rise := time.Since(t1)
+		back := stat(h0.name).Stot
+		err = poll(5*time.Second, "h0 used again", func() (bool, string) {
+			s := stat(h0.name)
+			return s.Stot > back, fmt.Sprintf("stot %d", s.Stot)
+		})
+		fig := l.end(t)
+		if err != nil {
+			t.Error(err)
+		}
+		end0, end1 := stat(h0.name), stat(h1.name)
+		t.Logf("h0's link down %v (timeout server %v): DOWN after %v, %d sessions held on it, all given up by %v; link up: UP after %v; "+
+			"retries %d, redispatches %d on h0 (h1: %d, %d)",
+			outage.Round(time.Millisecond), clientTimeout, verdict.Round(time.Millisecond), held, givenUp.Round(time.Millisecond),
+			rise.Round(time.Millisecond), end0.Retr-before0.Retr, end0.Redis-before0.Redis, end1.Retr-before1.Retr, end1.Redis-before1.Redis)
+		t.Logf("behind HAProxy: %s; %d held over 0.5 s (longest %v)", fig, fig.Slow, fig.MaxLatency.Round(time.Millisecond))
+		if fig.GetFailed+fig.PatchFailed != 0 || fig.Refused != 0 {
+			t.Errorf("%d failed, %d refused (first: %s), want none: the held GETs and PATCHes are retried on h1",
+				fig.GetFailed+fig.PatchFailed, fig.Refused, fig.FirstErr)
+		}
+		if fig.Requests == 0 {
+			t.Error("no request made")
+		}
+	})
+
+	t.Run("nftables", func(t *testing.T) {
+		var hosts, agents []string
+		for _, h := range f.hosts {
+			hosts = append(hosts, h.ns.Addr)
+			agents = append(agents, net.JoinHostPort(h.ns.Addr, strconv.Itoa(rollAgentPort)))
+		}
+		var live atomic.Value // []NftHost
+		live.Store([]NftHost(nil))
+		var loads syncList // every map the checker loaded, with its time
+		ck := &Checker{
+			Template: readTemplate(t, "nftables/balancer.nft"),
+			Params:   NftParams{VIP: f.net.LB.Addr, Port: hostPort},
+			Hosts:    hosts, Agents: agents, Interval: 100 * time.Millisecond,
+			Nft: []string{"nsenter", "--net=/run/netns/" + f.net.LB.Name, "--", "nft"},
+			OnLoad: func(l []NftHost) {
+				live.Store(l)
+				loads.Add(fmt.Sprintf("%v %v", time.Now().Format("15:04:05.000"), l))
+			},
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- ck.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-errc; err != context.Canceled {
+				t.Errorf("checker: %v", err)
+			}
+		}()
+		isLive := func(addr string, want bool) func() (bool, string) {
+			return func() (bool, string) {
+				l := live.Load().([]NftHost)
+				return slices.ContainsFunc(l, func(h NftHost) bool { return h.Addr == addr }) == want, fmt.Sprint(l)
+			}
+		}
+		for _, h := range f.hosts {
+			if err := poll(10*time.Second, h.name+" live", isLive(h.ns.Addr, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vip := net.JoinHostPort(f.net.LB.Addr, strconv.Itoa(hostPort))
+		const clients = 8
+		l := startPool("http://"+vip, clients, clientTimeout, 500*time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
+		t0 := time.Now()
+		setLink(t, h0, false)
+		defer setLink(t, h0, true)
+		if err := poll(10*time.Second, "h0 out of the map", isLive(h0.ns.Addr, false)); err != nil {
+			l.end(t)
+			t.Fatal(err)
+		}
+		verdict := time.Since(t0)
+		if rest := down - time.Since(t0); rest > 0 {
+			time.Sleep(rest)
+		}
+		outage := time.Since(t0)
+		setLink(t, h0, true)
+		if err := poll(10*time.Second, "h0 back in the map", isLive(h0.ns.Addr, true)); err != nil {
+			l.end(t)
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		fig := l.end(t)
+		if got := through(t, vip, f.hosts, f.net.Outer, 8); got[0] == 0 || got[1] == 0 {
+			t.Errorf("8 new connections, h0's link back: %v per host, want both used", got)
+		}
+		t.Logf("h0's link down %v (the clients' timeout %v): out of the map after %v", outage.Round(time.Millisecond), clientTimeout,
+			verdict.Round(time.Millisecond))
+		t.Logf("behind nftables: %s; %d held over 0.5 s (longest %v); first error: %s", fig, fig.Slow,
+			fig.MaxLatency.Round(time.Millisecond), fig.FirstErr)
+		t.Logf("the checker's maps (link down at %s): %s", t0.Format("15:04:05.000"), strings.Join(loads.Get(), "; "))
+		// A client held on h0 fails once, at its timeout; its next connection goes to h1.
+		if failed := fig.GetFailed + fig.PatchFailed; failed > clients || fig.Refused != 0 {
+			t.Errorf("%d failed, %d refused: want at most one failure per client (%d) and none refused", failed, fig.Refused, clients)
+		}
+		if fig.Requests == 0 {
+			t.Error("no request made")
+		}
+	})
+}
+
+// syncList is a list of strings appended to from several goroutines.
+type syncList struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (s *syncList) Add(v string) { s.mu.Lock(); s.l = append(s.l, v); s.mu.Unlock() }
+
+func (s *syncList) Get() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.l) }

@@ -98,6 +98,9 @@ func runNft(ctx context.Context, nft []string, ruleset []byte, flags ...string) 
 	return nil
 }
 
+// DefaultFall is Checker.Fall's default, the template's HAProxy fall.
+const DefaultFall = 2
+
 // Checker keeps the nftables balancer's map of live hosts following the hosts' agents.
 type Checker struct {
 	// Template is configs/nftables/balancer.nft; Params its VIP, ports and (ignored) Live.
@@ -112,6 +115,12 @@ type Checker struct {
 	Agents []string
 	// Interval between two rounds of asking the agents. Default DefaultInter.
 	Interval time.Duration
+	// Fall is how many rounds in a row a live host's agent must go unanswered before the
+	// host is out (HAProxy's fall). An answer that says drain, down … takes it out at once;
+	// a single late answer does not (on a loaded machine an agent can miss one short
+	// interval: with Fall 1 the last live host could leave the map, and every new
+	// connection be refused, for a round). Default DefaultFall.
+	Fall int
 	// Nft is the nft command (see CheckNft); nil: LookNft.
 	Nft []string
 	// Log receives each change of the live set. nil: none.
@@ -122,15 +131,18 @@ type Checker struct {
 
 // Run asks every agent each Interval and loads the ruleset whenever the live set (or a
 // weight) changed, the first round included, until ctx ends. A host whose agent does not
-// answer within the interval is out. It returns ctx's error (also when ctx ended during a
-// load), or the first load that failed.
+// answer within the interval Fall rounds in a row is out (in the first round, at once).
+// It returns ctx's error (also when ctx ended during a load), or the first load that
+// failed.
 func (c *Checker) Run(ctx context.Context) error {
 	interval := c.Interval
 	if interval <= 0 {
 		interval = DefaultInter
 	}
 	port := strconv.Itoa(orInt(c.AgentPort, DefaultAgentPort))
+	fall := orInt(c.Fall, DefaultFall)
 	var last []NftHost
+	misses := make([]int, len(c.Hosts)) // rounds in a row each host's agent went unanswered
 	first := true
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -142,9 +154,18 @@ func (c *Checker) Run(ctx context.Context) error {
 				agent = c.Agents[i]
 			}
 			st, err := AskAgent(ctx, agent, interval)
-			if err == nil && st.Live {
+			if err != nil {
+				misses[i]++
+			} else {
+				misses[i] = 0
+			}
+			prev := slices.IndexFunc(last, func(l NftHost) bool { return l.Addr == h })
+			switch {
+			case err == nil && st.Live:
 				live = append(live, NftHost{Addr: h, Weight: st.Weight})
-			} else if c.Log != nil && (first || slices.ContainsFunc(last, func(l NftHost) bool { return l.Addr == h })) {
+			case err != nil && !first && prev >= 0 && misses[i] < fall:
+				live = append(live, last[prev]) // no answer yet: kept as it was, until Fall
+			case c.Log != nil && (first || prev >= 0):
 				c.Log.Info("host out", zap.String("host", h), zap.String("agent", agent), zap.Any("state", st), zap.Error(err))
 			}
 		}

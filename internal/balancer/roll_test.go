@@ -736,8 +736,8 @@ func TestRoll(t *testing.T) {
 
 // startHAProxy runs the production haproxy.cfg in the balancer namespace in front of the
 // fleet's hosts (agent and HTTP checks every 200 ms), stopped when the test ends, its log
-// shown when the test failed.
-func (f *rollFleet) startHAProxy(t *testing.T) (*HAProxy, HAProxyParams) {
+// shown when the test failed. mods change the parameters before it starts.
+func (f *rollFleet) startHAProxy(t *testing.T, mods ...func(*HAProxyParams)) (*HAProxy, HAProxyParams) {
 	t.Helper()
 	lb := f.net.LB
 	var servers []Server
@@ -747,6 +747,9 @@ func (f *rollFleet) startHAProxy(t *testing.T) (*HAProxy, HAProxyParams) {
 	params := HAProxyParams{
 		Listen: net.JoinHostPort(lb.Addr, "8080"), Servers: servers, AgentPort: rollAgentPort, Threads: 1,
 		CheckInter: 200 * time.Millisecond, AgentInter: 200 * time.Millisecond,
+	}
+	for _, m := range mods {
+		m(&params)
 	}
 	var hlog syncBuffer
 	hp, err := StartHAProxy(context.Background(), readTemplate(t, "haproxy/haproxy.cfg"),

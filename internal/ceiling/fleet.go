@@ -69,6 +69,10 @@ type FleetConfig struct {
 	Repeat int
 	// Report receives each run as it finishes; may be nil.
 	Report func(FleetRun)
+	// Progress is the path of the progress file (progress.json, Kind fleet) kept while the
+	// fleet runs, as a sweep's (SweepConfig.Progress): the supervisor's dashboard shows it.
+	// "": none.
+	Progress string
 	// Quota makes a host's cgroup; default cpuquota.Create (tests: the same).
 	Quota func(name string, cores float64) (*cpuquota.Quota, error)
 }
@@ -122,9 +126,10 @@ type FleetRun struct {
 
 // Fleet runs fleets of hosts behind balancers.
 type Fleet struct {
-	cfg FleetConfig
-	gen *Sweeper // the generator's settings and runner; its servers are the hosts'
-	log *zap.Logger
+	cfg      FleetConfig
+	gen      *Sweeper // the generator's settings and runner; its servers are the hosts'
+	log      *zap.Logger
+	progress *progressWriter // nil: no progress file
 }
 
 // NewFleet checks cfg.
@@ -190,12 +195,17 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 			return nil, fmt.Errorf("fleet config: workload %s is a wrk script: the fleet runs autocannon workloads only (hello, static, feed, heavy)", w.Name)
 		}
 	}
-	return &Fleet{cfg: cfg, gen: gen, log: cfg.Sweep.Logger}, nil
+	f := &Fleet{cfg: cfg, gen: gen, log: cfg.Sweep.Logger}
+	if f.progress = newProgressWriter(cfg.Progress, f.log, time.Now); f.progress != nil {
+		f.progress.p.Kind = ProgressFleet
+	}
+	return f, nil
 }
 
 // Run runs every round, fleet size, balancer and workload: per (round, H) one fleet of
 // fresh hosts, then each balancer in front of it in turn, each workload through it.
-func (f *Fleet) Run(ctx context.Context) error {
+func (f *Fleet) Run(ctx context.Context) (err error) {
+	defer func() { f.progress.end(err) }()
 	for round := 1; round <= max(f.cfg.Repeat, 1); round++ {
 		for _, h := range f.cfg.Hosts {
 			if err := f.runFleet(ctx, round, h); err != nil {
@@ -359,10 +369,13 @@ func (f *Fleet) behind(ctx context.Context, round int, fh *fleetHosts, b string)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		f.progress.beginFleet(FleetRun{Workload: wl.Name, Balancer: b, Hosts: len(fh.servers), N: f.cfg.N,
+			Started: time.Now().UTC().Truncate(time.Millisecond)}, max(f.cfg.Sweep.Warmup, 0)+f.cfg.Sweep.Duration)
 		r := f.measure(ctx, fh, b, lbPID, targets, wl)
 		if f.cfg.Repeat > 1 {
 			r.Round = round
 		}
+		f.progress.finishFleet(r)
 		if f.cfg.Report != nil {
 			f.cfg.Report(r)
 		}

@@ -198,23 +198,11 @@ func WritePlots(dir string, runs []Run, models []Model, source string) ([]string
 	}
 	var written []string
 	write := func(name string, c Chart) error {
-		if len(c.Series) == 0 {
-			return nil
+		ok, err := writeChart(dir, name, c, source)
+		if ok {
+			written = append(written, name)
 		}
-		c.Source = source
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("create plot: %w", err)
-		}
-		if err := c.WriteSVG(f); err != nil {
-			f.Close()
-			return fmt.Errorf("write plot %s: %w", name, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("write plot %s: %w", name, err)
-		}
-		written = append(written, name)
-		return nil
+		return err
 	}
 	for _, w := range workloadsOf(runs) {
 		if err := write("throughput-"+w+".svg", ThroughputChart(runs, models, w)); err != nil {
@@ -228,4 +216,25 @@ func WritePlots(dir string, runs []Run, models []Model, source string) ([]string
 		return written, err
 	}
 	return written, nil
+}
+
+// writeChart writes c, with source on it, to dir/name; a chart without series is not
+// written (false).
+func writeChart(dir, name string, c Chart, source string) (bool, error) {
+	if len(c.Series) == 0 {
+		return false, nil
+	}
+	c.Source = source
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return false, fmt.Errorf("create plot: %w", err)
+	}
+	if err := c.WriteSVG(f); err != nil {
+		f.Close()
+		return false, fmt.Errorf("write plot %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("write plot %s: %w", name, err)
+	}
+	return true, nil
 }

@@ -14,6 +14,9 @@ const ProgressFile = "progress.json"
 const (
 	ProgressRunning = "running" // the sweep is going: Current is being measured, or nil while a server starts
 	ProgressDone    = "done"    // the sweep has returned; Error says why when it ended early
+
+	// ProgressFleet is Progress.Kind for `ceiling fleet`: its runs name a balancer and H.
+	ProgressFleet = "fleet"
 )
 
 // Progress is the content of progress.json: where a sweep is, for whoever watches it while
@@ -22,6 +25,8 @@ const (
 // run begins and ends, so a reader never sees half of it.
 type Progress struct {
 	State string `json:"state"`
+	// Kind is ProgressFleet for `ceiling fleet`; "" for a sweep.
+	Kind string `json:"kind,omitempty"`
 	// PID is the sweep's process: a reader that finds "running" from a process that is gone
 	// knows the sweep was killed rather than finished.
 	PID      int          `json:"pid"`
@@ -50,6 +55,11 @@ type ProgressRun struct {
 	P99Ms       float64 `json:"p99_ms,omitempty"`
 	Verdict     string  `json:"verdict,omitempty"`
 	Skipped     string  `json:"skipped,omitempty"`
+	// A fleet's run (Progress.Kind fleet): its balancer, its hosts H (N is each host's
+	// workers) and the balancer's CPU µs per request (HAProxy's; 0 for the others).
+	Balancer         string  `json:"balancer,omitempty"`
+	Hosts            int     `json:"hosts,omitempty"`
+	BalancerUsPerReq float64 `json:"balancer_cpu_us_per_req,omitempty"`
 }
 
 // progressWriter keeps progress.json up to date. A nil one writes nothing, so the sweep
@@ -76,9 +86,13 @@ func (w *progressWriter) begin(r Run, expected time.Duration) {
 	if w == nil {
 		return
 	}
+	w.beginRun(progressRunOf(r), expected)
+}
+
+func (w *progressWriter) beginRun(pr *ProgressRun, expected time.Duration) {
 	w.p.State = ProgressRunning
 	w.p.Error = ""
-	w.p.Current = progressRunOf(r)
+	w.p.Current = pr
 	w.p.Current.ExpectedS = expected.Seconds()
 	w.write()
 }
@@ -88,13 +102,42 @@ func (w *progressWriter) finish(r Run) {
 	if w == nil {
 		return
 	}
+	pr := progressRunOf(r)
+	pr.DurationS, pr.RPS, pr.CPUUsPerReq, pr.P99Ms = r.DurationS, r.RPS, r.ServerCPUUsPerReq, r.P99Ms
+	pr.Verdict, pr.Skipped = r.Verdict, r.Skipped
+	w.finishRun(pr)
+}
+
+func (w *progressWriter) finishRun(pr *ProgressRun) {
 	w.p.State = ProgressRunning
 	w.p.RunsDone++
 	w.p.Current = nil
-	w.p.Last = progressRunOf(r)
-	w.p.Last.DurationS, w.p.Last.RPS, w.p.Last.CPUUsPerReq, w.p.Last.P99Ms = r.DurationS, r.RPS, r.ServerCPUUsPerReq, r.P99Ms
-	w.p.Last.Verdict, w.p.Last.Skipped = r.Verdict, r.Skipped
+	w.p.Last = pr
 	w.write()
+}
+
+// beginFleet and finishFleet are begin and finish for a fleet's run.
+func (w *progressWriter) beginFleet(r FleetRun, expected time.Duration) {
+	if w == nil {
+		return
+	}
+	w.beginRun(progressRunOfFleet(r), expected)
+}
+
+func (w *progressWriter) finishFleet(r FleetRun) {
+	if w == nil {
+		return
+	}
+	pr := progressRunOfFleet(r)
+	pr.DurationS, pr.RPS, pr.CPUUsPerReq, pr.P99Ms = r.DurationS, r.RPS, r.ServerUsPerReq, r.P99Ms
+	pr.BalancerUsPerReq, pr.Verdict, pr.Skipped = r.BalancerUsPerReq, r.Verdict, r.Skipped
+	w.finishRun(pr)
+}
+
+// progressRunOfFleet is r's identity: every host runs the sweep's cluster mode.
+func progressRunOfFleet(r FleetRun) *ProgressRun {
+	return &ProgressRun{Workload: r.Workload, Mode: ModeCluster, Purpose: ProgressFleet, N: r.N, Started: r.Started,
+		Balancer: r.Balancer, Hosts: r.Hosts}
 }
 
 // end records that the sweep has returned, with err when it ended early.

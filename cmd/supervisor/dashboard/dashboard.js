@@ -223,7 +223,11 @@
 
   let plotURLs = [], plotIndex = 0, plotTimer = null;
 
-  function runName(r) { return r.workload + " · " + r.mode + " · N=" + r.n; }
+  // A fleet's run names its balancer and its hosts H (N workers each).
+  function runName(r) {
+    if (r.hosts) return r.workload + " · " + r.balancer + " · H=" + r.hosts + " × N=" + r.n;
+    return r.workload + " · " + r.mode + " · N=" + r.n;
+  }
 
   function showCeiling(c) {
     const panel = $("ceiling");
@@ -231,6 +235,8 @@
     if (!c) return;
     const st = $("ceiling-state");
     st.textContent = c.state;
+    text("ceiling-kind", c.kind || "sweep");
+    state.ceilingKind = c.kind || "sweep";
     st.className = "badge " + ({running: "ok", interrupted: "bad", unreadable: "bad"}[c.state] || "");
     const empty = $("ceiling-empty");
     empty.hidden = !(c.state === "none" && !c.plots.length) && !c.error;
@@ -239,7 +245,7 @@
     const cur = c.current;
     $("ceiling-current").hidden = !cur;
     if (cur) {
-      text("cur-name", runName(cur) + (cur.purpose && cur.purpose !== "sweep" ? " (" + cur.purpose + ")" : ""));
+      text("cur-name", runName(cur) + (cur.purpose && cur.purpose !== "sweep" && cur.purpose !== "fleet" ? " (" + cur.purpose + ")" : ""));
       const frac = cur.expected_s ? Math.min(cur.elapsed_s / cur.expected_s, 1) : 0;
       $("cur-bar").style.width = (frac * 100).toFixed(1) + "%";
       text("cur-time", "measuring: " + (cur.elapsed_s || 0).toFixed(0) + " s" + (cur.expected_s ? " of " + cur.expected_s.toFixed(0) + " s" : "") +
@@ -251,6 +257,10 @@
       text("last-name", runName(last));
       text("last-rps", last.skipped ? "skipped" : fmtCount(last.rps || 0));
       text("last-cpu", last.cpu_us_per_req ? last.cpu_us_per_req.toFixed(1) : "–");
+      // A fleet's run behind HAProxy: the balancer's µs beside the servers', in the label
+      // (a second big figure would widen the panel past the page's grid).
+      text("last-cpu-label", last.balancer_cpu_us_per_req ?
+        "servers' CPU µs / req · balancer " + last.balancer_cpu_us_per_req.toFixed(1) : "CPU µs / request");
       text("last-verdict", VERDICTS[last.verdict] || last.verdict || "–");
       $("last-rps").title = last.skipped || "";
     }
@@ -276,7 +286,7 @@
     const p = plots[plotIndex % plots.length];
     $("plot-img").src = p.url;
     $("plot-img").alt = p.name;
-    text("plot-name", "last sweep: " + p.name + "  (" + (plotIndex % plots.length + 1) + " of " + plots.length + ")");
+    text("plot-name", "last " + (state.ceilingKind || "sweep") + ": " + p.name + "  (" + (plotIndex % plots.length + 1) + " of " + plots.length + ")");
   }
 
   function setConn(ok, why) {
