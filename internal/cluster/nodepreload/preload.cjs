@@ -220,19 +220,26 @@
   // those still idle; exit once every server has closed, that is once its last connection
   // has. The supervisor's SIGKILL after kill_timeout bounds it.
   let stopping = false;
-  const http = require('http');
-  const writeHead = http.ServerResponse.prototype.writeHead;
-  http.ServerResponse.prototype.writeHead = function onehostWriteHead(...args) {
-    if (stopping && this.socket && servers.includes(this.socket.server)) {
-      this.shouldKeepAlive = false; // Node writes "Connection: close" and closes after it
-      if (!this.headersSent && this.hasHeader('connection')) this.setHeader('Connection', 'close');
-    }
-    return writeHead.apply(this, args);
-  };
+  // closeAfter makes every response of our servers whose head is not yet written say
+  // "Connection: close", and Node close its connection after it: writeHead is where
+  // node:http, Express (through res.end) and Fastify write a head. Patched at the stop
+  // only, so that serving costs nothing until then.
+  function closeAfter() {
+    const http = require('http');
+    const writeHead = http.ServerResponse.prototype.writeHead;
+    http.ServerResponse.prototype.writeHead = function onehostWriteHead(...args) {
+      if (this.socket && servers.includes(this.socket.server)) {
+        this.shouldKeepAlive = false; // Node writes "Connection: close" and closes after it
+        if (this.hasHeader('connection')) this.setHeader('Connection', 'close');
+      }
+      return writeHead.apply(this, args);
+    };
+  }
   function stop(signal) {
     if (process.listenerCount(signal) > 1) return; // the app handles its own stop
     if (stopping) return;
     stopping = true;
+    closeAfter();
     let open = servers.filter((s) => s.listening).length;
     if (open === 0) process.exit(0);
     for (const s of servers) {
