@@ -29,7 +29,7 @@
 # CASES=survive runs only 5 and 6; CASES=reload only 7 and 8. The medians per system and
 # case are printed at the end (and written beside the rows, medians.tsv).
 #
-# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 PM2_VERSION=7
+# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 WARM=2 PM2_VERSION=7
 #        APP=cmd/supervisor/testdata/node/fastify-default.js, or PEER=DIR,
 #        OUT=data/pm2-side-by-side); needs npm (the app's packages and pm2 into a scratch
 #        directory), bin/supervisor and bin/autocannon (make build).
@@ -39,6 +39,7 @@ N=${N:-2}
 D=${D:-10}
 ROUNDS=${ROUNDS:-3}
 W=${W:-1} # autocannon -w: the seed used 6 on a larger load host
+WARM=${WARM:-2} # seconds of load before the cases, after each start
 APP=${APP:-cmd/supervisor/testdata/node/fastify-default.js}
 PEER=${PEER:-}
 PM2_VERSION=${PM2_VERSION:-7}
@@ -221,7 +222,7 @@ for r in $(seq "$ROUNDS"); do
 	[ $((r % 2)) -eq 0 ] && order="ours pm2"
 	for sys in $order; do
 		start "$sys"
-		ac "$url" -c 20 -d 2 >/dev/null # warm-up (Node's JIT)
+		ac "$url" -c 20 -d "$WARM" >/dev/null # warm-up (Node's JIT; PM2's daemon settling after its start)
 		if [ "${CASES:-all}" = survive ] || [ "${CASES:-all}" = all ]; then
 			ac "$url" -c 16 -d 8 -H "Connection: close" >"$work/kill9.json" &
 			loadpid=$!
