@@ -90,8 +90,13 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 		p.rejoins = m.Rejoin
 		s.becameReady(p, readyIPC)
 	case ipc.TypeStats:
-		s.counted(p, now, m.Requests, m.Connections)
-		p.loopConns = m.LoopConnections
+		if !p.prevReqAt.IsZero() && m.Requests >= p.prevReq {
+			if dt := now.Sub(p.prevReqAt).Seconds(); dt > 0 {
+				p.rps = float64(m.Requests-p.prevReq) / dt
+			}
+		}
+		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
+		p.connections, p.loopConns = m.Connections, m.LoopConnections
 		if m.WritePath != nil {
 			p.writePath = m.WritePath
 		}

@@ -35,8 +35,8 @@ func TestNodeEnv(t *testing.T) {
 		{"preload off", Config{}, []string{"ONEHOST_NODE_PRELOAD=0"}, []string{"NODE_APP_INSTANCE=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
 		{"drain grace and stats interval", Config{KillTimeout: Duration(600 * time.Millisecond), StatsInterval: Duration(time.Second)}, nil,
 			[]string{"ONEHOST_NODE_GRACE_MS=300", "ONEHOST_NODE_STATS_MS=1000"}, nil, true},
-		{"drain grace at most 500 ms", Config{KillTimeout: Duration(DefaultKillTimeout)}, nil,
-			[]string{"ONEHOST_NODE_GRACE_MS=500"}, nil, true},
+		{"drain grace at most 1 s", Config{KillTimeout: Duration(5 * time.Second)}, nil,
+			[]string{"ONEHOST_NODE_GRACE_MS=1000"}, nil, true},
 		{"self_bind", Config{SelfBind: true}, nil, []string{"pm_id=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
 	}
 	for _, tc := range tests {

@@ -24,22 +24,24 @@ const (
 )
 
 // nodeIdleGrace is how long a draining Node worker keeps its idle keep-alive connections
-// open, as our own worker's -idle-grace: long enough for a request a client has already
-// sent on one to arrive (the client of a busy connection sends its next request within
-// a round trip), at most half of kill_timeout, so that the SIGKILL after it is never what
+// open, as our own worker's -idle-grace (1 s): long enough for a request a client has
+// already sent on one to arrive (the client of a busy connection sends its next request
+// within a round trip, more on a starved machine: 500 ms lost 5 requests of a reload under
+// -race on a 2-core host at load 20), at most half of kill_timeout, so that the SIGKILL after it is never what
 // ends a drain that went well.
 func nodeIdleGrace(killTimeout time.Duration) time.Duration {
-	return min(500*time.Millisecond, killTimeout/2)
+	return min(time.Second, killTimeout/2)
 }
 
 // nodeMsg is one of the preload's messages: {"onehost":"stats",…} or {"onehost":"host",…}.
 type nodeMsg struct {
-	Onehost     string `json:"onehost"`
-	Requests    uint64 `json:"requests"`
-	Connections int64  `json:"connections"`
-	Host        string `json:"host"`  // the host the app asked for
-	Bound       string `json:"bound"` // the address fd 3 is bound on
-	Kept        bool   `json:"kept"`  // the preload closes connections to other addresses
+	Onehost     string  `json:"onehost"`
+	Requests    uint64  `json:"requests"`
+	Connections int64   `json:"connections"`
+	At          float64 `json:"at"`    // when the counts were taken: the app's monotonic clock, ms
+	Host        string  `json:"host"`  // the host the app asked for
+	Bound       string  `json:"bound"` // the address fd 3 is bound on
+	Kept        bool    `json:"kept"`  // the preload closes connections to other addresses
 }
 
 // parseNodeMsg reads a line of the Node channel as a preload message, ok false for
@@ -58,23 +60,16 @@ func parseNodeMsg(line []byte) (m nodeMsg, ok bool) {
 func (s *Supervisor) nodeMessage(p *proc, m nodeMsg) {
 	switch m.Onehost {
 	case "stats":
-		p.nodeCounters = true
-		s.counted(p, time.Now(), m.Requests, m.Connections)
+		// The rate by the app's clock: messages the loop reads late arrive together, and
+		// the supervisor's clock would make a burst of them a huge rate.
+		if p.nodeCounters && m.At > p.nodeAt && m.Requests >= p.prevReq {
+			p.rps = float64(m.Requests-p.prevReq) / ((m.At - p.nodeAt) / 1000)
+		}
+		p.nodeCounters, p.nodeAt = true, m.At
+		p.requests, p.prevReq, p.connections = m.Requests, m.Requests, m.Connections
 	case "host":
 		s.nodeHost(p, m)
 	}
-}
-
-// counted records a worker's request and connection counts, and its rate since the last
-// ones (loop only).
-func (s *Supervisor) counted(p *proc, now time.Time, requests uint64, conns int64) {
-	if !p.prevReqAt.IsZero() && requests >= p.prevReq {
-		if dt := now.Sub(p.prevReqAt).Seconds(); dt > 0 {
-			p.rps = float64(requests-p.prevReq) / dt
-		}
-	}
-	p.requests, p.prevReq, p.prevReqAt = requests, requests, now
-	p.connections = conns
 }
 
 // nodeHost says, once per host asked, where the app's host and the slot's socket differ

@@ -66,9 +66,9 @@ func TestNodeIdleGrace(t *testing.T) {
 		name      string
 		kill, out time.Duration
 	}{
-		{"PM2's kill_timeout", 1600 * time.Millisecond, 500 * time.Millisecond},
+		{"PM2's kill_timeout: half of it", 1600 * time.Millisecond, 800 * time.Millisecond},
 		{"short kill_timeout: half of it", 400 * time.Millisecond, 200 * time.Millisecond},
-		{"long kill_timeout", 30 * time.Second, 500 * time.Millisecond},
+		{"long kill_timeout: 1 s", 30 * time.Second, time.Second},
 	} {
 		if got := nodeIdleGrace(tc.kill); got != tc.out {
 			t.Errorf("%s: nodeIdleGrace(%v) = %v, want %v", tc.name, tc.kill, got, tc.out)

@@ -106,7 +106,9 @@
   function startStats() {
     const every = Number(env.ONEHOST_NODE_STATS_MS);
     if (statsTimer || !Number.isFinite(every) || every <= 0 || !process.send) return;
-    const report = () => tell({ onehost: 'stats', requests, connections: conns });
+    // at: this process's monotonic clock, in ms, so that the supervisor computes req/s
+    // from when the counts were taken, not from when a busy loop read them.
+    const report = () => tell({ onehost: 'stats', requests, connections: conns, at: performance.now() });
     report();
     statsTimer = setInterval(report, every);
     statsTimer.unref(); // never what keeps the app running
@@ -247,11 +249,14 @@
       net.Server.prototype.close.call(s, () => { if (--open === 0) process.exit(0); });
     }
     const grace = Number(env.ONEHOST_NODE_GRACE_MS);
-    const closeIdle = () => {
+    // closeIdle runs after the loop's next poll (setImmediate): a timer that fires late on a
+    // starved machine would otherwise close connections whose next request is already in
+    // the kernel's buffer, unread; the poll reads it, and the connection is busy, not idle.
+    const closeIdle = () => setImmediate(() => {
       for (const s of servers) {
         if (typeof s.closeIdleConnections === 'function') s.closeIdleConnections();
       }
-    };
+    });
     // After the grace, idle connections are closed as they become idle; each one's next
     // response already closes it, so this is for those whose clients send nothing.
     const afterGrace = () => { closeIdle(); setInterval(closeIdle, 50).unref(); };
