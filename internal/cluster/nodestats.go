@@ -26,9 +26,8 @@ const (
 // nodeIdleGrace is how long a draining Node worker keeps its idle keep-alive connections
 // open, as our own worker's -idle-grace (1 s): long enough for a request a client has
 // already sent on one to arrive (the client of a busy connection sends its next request
-// within a round trip, more on a starved machine: 500 ms lost 5 requests of a reload under
-// -race on a 2-core host at load 20), at most half of kill_timeout, so that the SIGKILL after it is never what
-// ends a drain that went well.
+// within a round trip, much later on a starved host), at most half of kill_timeout, so
+// that the SIGKILL after it is never what ends a drain that went well.
 func nodeIdleGrace(killTimeout time.Duration) time.Duration {
 	return min(time.Second, killTimeout/2)
 }
