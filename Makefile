@@ -203,6 +203,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLogLine$$' -fuzztime 10s ./cmd/supervisor/
 	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations FuzzListeningInodes FuzzDateFormat; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNodeMsg$$' -fuzztime 10s ./internal/cluster/
 	for f in FuzzParseAutocannon FuzzParseWrk FuzzParseCPUList FuzzParseBits FuzzParseResults FuzzParsePIDFile FuzzParseScaleCSV; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/ceiling/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseQdisc$$' -fuzztime 10s ./internal/ceiling/linkshape/

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The same unmodified Node app, from the same ecosystem.config.js, under PM2's cluster mode
-# and under our supervisor, same cores, same N, interleaved rounds: the heavy PATCH peer
-# (../shared/peers/node-heavy, Fastify 5, `fastify.listen({port: PORT, host})`) as it is,
-# run by `pm2 start ecosystem.config.js` and by `supervisor run -config ecosystem.config.js`
-# (the Node preload serves its listen(PORT) from the slot's socket). Both kill after 3 s.
+# and under our supervisor, same cores, same N, interleaved rounds: by default the repo's
+# own Fastify app with Fastify's defaults (cmd/supervisor/testdata/node/fastify-default.js:
+# GET / answers "pid N GREETING", `fastify.listen({port})`), or APP=FILE another one
+# answering GET /, or PEER=DIR a heavy PATCH peer (heavy.js, Fastify 5, PATCH
+# /api/resource/123, `fastify.listen({port: PORT, host})`) as it is; run by `pm2 start
+# ecosystem.config.js` and by `supervisor run -config ecosystem.config.js` (the Node preload
+# serves its listen(PORT) from the slot's socket). Both kill after 3 s.
 #
 #  1. the seed's autocannon command (-m PATCH -b '{"foo1":"bar"}' -c 20 -p 2: req/s, server
 #     CPU per request: the whole tree, PM2's God or our supervisor included, from /proc by
@@ -18,49 +21,75 @@
 #  6. a new manager binary under load: `pm2 update` (PM2 stops every app and resurrects
 #     it); `supervisor upgrade`, which keeps only workers that speak our ipc and refuses
 #     an unmodified Node app, whose user then does `supervisor stop` and `run`.
-# CASES=survive runs only 5 and 6.
+#  7. a reload under keep-alive load (autocannon -c 20, the issue's case): failed requests;
+#  8. the env changed in ecosystem.config.js and rolled in under keep-alive load (-c 20):
+#     `pm2 reload ecosystem.config.js --update-env`, `supervisor reload -update-env`: failed
+#     requests, and (default app) how many of 40 fresh requests after it still answer with
+#     the old env (env_stale_of_40) and from how many workers (env_pids).
+# CASES=survive runs only 5 and 6; CASES=reload only 7 and 8. The medians per system and
+# case are printed at the end (and written beside the rows, medians.tsv).
 #
-# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 PEER=../shared/peers/node-heavy
-#        OUT=data/pm2-side-by-side); needs npm (fastify, pm2 into a scratch directory),
-#        make build.
+# Usage: bench/pm2-side-by-side.sh   (N=2 D=10 ROUNDS=3 W=1 WARM=2 PM2_VERSION=7
+#        APP=cmd/supervisor/testdata/node/fastify-default.js, or PEER=DIR,
+#        OUT=data/pm2-side-by-side); needs npm (the app's packages and pm2 into a scratch
+#        directory), bin/supervisor and bin/autocannon (make build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-2}
 D=${D:-10}
 ROUNDS=${ROUNDS:-3}
 W=${W:-1} # autocannon -w: the seed used 6 on a larger load host
-PEER=${PEER:-../shared/peers/node-heavy}
+WARM=${WARM:-2} # seconds of load before the cases, after each start
+APP=${APP:-cmd/supervisor/testdata/node/fastify-default.js}
+PEER=${PEER:-}
+PM2_VERSION=${PM2_VERSION:-7}
 OUT=${OUT:-data/pm2-side-by-side}
 BIN=${BIN:-$PWD/bin}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'PM2_HOME=$work/pm2home "$work/node_modules/.bin/pm2" kill >/dev/null 2>&1 || true; "$BIN/supervisor" stop -socket "$work/s.sock" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-cp "$PEER/heavy.js" "$PEER/package.json" "$work/"
+body='{"foo1":"bar"}'
+if [ -n "$PEER" ]; then
+	cp "$PEER/heavy.js" "$PEER/package.json" "$work/"
+	script=heavy.js
+	path=/api/resource/123
+	req=(-m PATCH -H "Content-Type: application/json" -b "$body")
+	creq=(-X PATCH -H 'Content-Type: application/json' -d "$body")
+else
+	appdir=$(dirname "$APP")
+	cp "$APP" "$work/"
+	cp "$appdir/package.json" "$work/"
+	[ -f "$appdir/package-lock.json" ] && cp "$appdir/package-lock.json" "$work/"
+	script=$(basename "$APP")
+	path=/
+	req=()
+	creq=()
+fi
 # One file for both, as a PM2 user has it; the port comes from the environment so that the
-# two systems can run one after the other without waiting for the port.
+# two systems can run one after the other without waiting for the port. GREETING is the
+# env that case 8 changes.
 cat >"$work/ecosystem.config.js" <<EOF
 module.exports = {
   apps: [{
     name: 'heavy',
-    script: './heavy.js',
+    script: './$script',
     instances: $N,
     exec_mode: 'cluster',
     kill_timeout: 3000,
-    env: { NODE_ENV: 'production', PORT: Number(process.env.BENCH_PORT), HOST: '127.0.0.1' }
+    env: { NODE_ENV: 'production', PORT: Number(process.env.BENCH_PORT), HOST: '127.0.0.1', GREETING: 'first' }
   }]
 };
 EOF
-(cd "$work" && npm install --no-audit --no-fund --silent pm2@6 >/dev/null)
+(cd "$work" && npm install --no-audit --no-fund --silent "pm2@$PM2_VERSION" >/dev/null)
 pm2="$work/node_modules/.bin/pm2"
 export PM2_HOME="$work/pm2home"
 port_pm2=3571
 port_ours=3572
 
-body='{"foo1":"bar"}'
 ac() { # url extra-args...: JSON summary line
 	local url=$1
 	shift
-	"$BIN/autocannon" -n -j -w "$W" -m PATCH -H "Content-Type: application/json" -b "$body" "$@" "$url/api/resource/123"
+	"$BIN/autocannon" -n -j -w "$W" "${req[@]}" "$@" "$url$path"
 }
 summary() { # json: req/s errors cpu_us_per_req
 	python3 -c 'import json,sys
@@ -121,7 +150,7 @@ stop() { # system
 # served_after t0 url: seconds from t0 until url answers again (empty if not within 20 s).
 served_after() {
 	for _ in $(seq 1000); do
-		if curl -s -o /dev/null -m 0.2 -X PATCH -H 'Content-Type: application/json' -d "$body" "$2/api/resource/123"; then
+		if curl -s -o /dev/null -m 0.2 "${creq[@]}" "$2$path"; then
 			python3 -c "import time; print('%.2f' % (time.time() - $1))"
 			return
 		fi
@@ -164,16 +193,36 @@ new_binary() {
 reload() { # system
 	if [ "$1" = pm2 ]; then "$pm2" reload heavy >/dev/null; else "$BIN/supervisor" reload -socket "$work/s.sock" >/dev/null; fi
 }
+# reload_env system greeting: GREETING changed in the file and rolled in, as each system's
+# user does it (PM2 evaluates the file in its CLI: BENCH_PORT is given again).
+reload_env() {
+	sed -i "s/GREETING: '[^']*'/GREETING: '$2'/" "$work/ecosystem.config.js"
+	if [ "$1" = pm2 ]; then
+		(cd "$work" && BENCH_PORT=$port_pm2 "$pm2" reload ecosystem.config.js --update-env >/dev/null)
+	else
+		"$BIN/supervisor" reload -update-env -socket "$work/s.sock" >/dev/null
+	fi
+}
+# env_served greeting: of 40 fresh requests, how many answer without greeting, and from
+# how many workers the answers came ("-" for a PEER app, which does not show its env).
+env_served() {
+	if [ -n "$PEER" ]; then
+		printf -- '-\t-'
+		return
+	fi
+	for _ in $(seq 40); do echo "$(curl -s -m 2 "$url$path")"; done >"$work/env.out" # a failure: an empty line
+	printf '%s\t%s' "$(grep -cv " $1\$" "$work/env.out")" "$(grep -o '^pid [0-9]*' "$work/env.out" | sort -u | wc -l)"
+}
 
 results="$OUT/pm2-side-by-side.tsv"
-printf 'round\tsystem\tcase\treq_per_s\tfailed\tserver_cpu_us_per_req\tback_after_s\n' >"$results"
+printf 'round\tsystem\tcase\treq_per_s\tfailed\tserver_cpu_us_per_req\tback_after_s\tenv_stale_of_40\tenv_pids\n' >"$results"
 row() { printf '%s\t%s\t%s\t%s\n' "$r" "$1" "$2" "$3" | tee -a "$results"; }
 for r in $(seq "$ROUNDS"); do
 	order="pm2 ours"
 	[ $((r % 2)) -eq 0 ] && order="ours pm2"
 	for sys in $order; do
 		start "$sys"
-		ac "$url" -c 20 -d 2 >/dev/null # warm-up (Node's JIT)
+		ac "$url" -c 20 -d "$WARM" >/dev/null # warm-up (Node's JIT; PM2's daemon settling after its start)
 		if [ "${CASES:-all}" = survive ] || [ "${CASES:-all}" = all ]; then
 			ac "$url" -c 16 -d 8 -H "Connection: close" >"$work/kill9.json" &
 			loadpid=$!
@@ -195,6 +244,25 @@ for r in $(seq "$ROUNDS"); do
 			wait_online "$sys"
 		fi
 		if [ "${CASES:-all}" = survive ]; then
+			stop "$sys"
+			continue
+		fi
+		if [ "${CASES:-all}" = reload ] || [ "${CASES:-all}" = all ]; then
+			ac "$url" -c 20 -d "$D" >"$work/reload-ka.json" &
+			loadpid=$!
+			sleep 2
+			reload "$sys"
+			wait "$loadpid"
+			row "$sys" "reload under keep-alive load, -c 20" "$(summary <"$work/reload-ka.json")		"
+			greeting="round$r-$sys"
+			ac "$url" -c 20 -d "$D" >"$work/update-env.json" &
+			loadpid=$!
+			sleep 2
+			reload_env "$sys" "$greeting"
+			wait "$loadpid"
+			row "$sys" "reload --update-env under keep-alive load, -c 20" "$(summary <"$work/update-env.json")		$(env_served "$greeting")"
+		fi
+		if [ "${CASES:-all}" = reload ]; then
 			stop "$sys"
 			continue
 		fi
@@ -224,4 +292,22 @@ for r in $(seq "$ROUNDS"); do
 		stop "$sys"
 	done
 done
+# Medians per system and case, of every numeric column.
+python3 - "$results" >"$OUT/medians.tsv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+cols = [c for c in rows[0] if c not in ("round", "system", "case")] if rows else []
+print("case\tsystem\trounds\t" + "\t".join("median_" + c for c in cols))
+for case in dict.fromkeys(r["case"] for r in rows):
+    for system in ("pm2", "ours"):
+        rs = [r for r in rows if r["case"] == case and r["system"] == system]
+        if not rs:
+            continue
+        med = []
+        for c in cols:
+            v = [float(r[c]) for r in rs if (r.get(c) or "").replace(".", "", 1).isdigit()]
+            med.append("%g" % statistics.median(v) if v else "")
+        print("%s\t%s\t%d\t%s" % (case, system, len(rs), "\t".join(med)))
+PY
+cat "$OUT/medians.tsv"
 echo "results: $results"

@@ -60,7 +60,9 @@ func (s *Supervisor) nodeEnv(env []string, slot int) (add []string, preloaded bo
 		}
 		return add, false
 	}
-	add = append(add, envNodePort+"="+port)
+	add = append(add, envNodePort+"="+port,
+		envNodeGrace+"="+strconv.FormatInt(nodeIdleGrace(s.cfg.KillTimeout.D()).Milliseconds(), 10),
+		envNodeStats+"="+strconv.FormatInt(s.cfg.StatsInterval.D().Milliseconds(), 10))
 	if _, ok := lookupEnv(env, "PORT"); !ok {
 		add = append(add, "PORT="+port)
 	}

@@ -1,13 +1,17 @@
 package cluster
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +33,10 @@ func TestNodeEnv(t *testing.T) {
 			[]string{"ONEHOST_NODE_PORT=3108", "NODE_OPTIONS=--max-old-space-size=512 --require DIR/onehost-preload.cjs"}, []string{"PORT"}, true},
 		{"the user's NODE_APP_INSTANCE kept", Config{}, []string{"NODE_APP_INSTANCE=7"}, []string{"pm_id=1"}, []string{"NODE_APP_INSTANCE"}, true},
 		{"preload off", Config{}, []string{"ONEHOST_NODE_PRELOAD=0"}, []string{"NODE_APP_INSTANCE=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
+		{"drain grace and stats interval", Config{KillTimeout: Duration(600 * time.Millisecond), StatsInterval: Duration(time.Second)}, nil,
+			[]string{"ONEHOST_NODE_GRACE_MS=300", "ONEHOST_NODE_STATS_MS=1000"}, nil, true},
+		{"drain grace at most 1 s", Config{KillTimeout: Duration(5 * time.Second)}, nil,
+			[]string{"ONEHOST_NODE_GRACE_MS=1000"}, nil, true},
 		{"self_bind", Config{SelfBind: true}, nil, []string{"pm_id=1"}, []string{"NODE_OPTIONS", "PORT", "ONEHOST_NODE_PORT"}, false},
 	}
 	for _, tc := range tests {
@@ -107,5 +115,104 @@ func TestNodePreload(t *testing.T) {
 	}
 	if msg := got["message"]; !strings.Contains(msg, "the app listens on port 1, but the supervisor serves port "+port) {
 		t.Errorf("wrong-port message %q, want both ports named", msg)
+	}
+}
+
+// TestNodePreloadDrain stops a node:http app the preload serves, as a reload does, with a
+// busy keep-alive connection and an idle one: the request sent on the busy one after the
+// stop signal is answered, with "Connection: close", and its connection closed after it;
+// the idle one is closed after the grace; then the app exits 0.
+func TestNodePreloadDrain(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("SKIP: node not installed (Debian: .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	preload := filepath.Join(dir, preloadName)
+	if err := os.WriteFile(preload, nodePreload, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := ln.(*net.TCPListener).File()
+	ln.Close() // the app's copy (fd 3) is the one that serves
+	defer f.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	script, _ := filepath.Abs("testdata/preload-http.js")
+	cmd := exec.Command("node", script)
+	cmd.ExtraFiles = []*os.File{f}
+	// The grace is long enough that the request below, sent right after the signal, is
+	// surely inside it on a loaded machine; nothing here measures it.
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", envNodePort+"="+port, "PORT="+port, envNodeGrace+"=3000",
+		"NODE_OPTIONS=--require "+preload)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("app said %q, %v", line, err)
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	get := func(c net.Conn, r *bufio.Reader) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		if err := req.Write(c); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		resp, err := http.ReadResponse(r, req)
+		if err != nil {
+			t.Fatalf("the request sent on a kept-alive connection during the drain: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	busy, busyR := dial()
+	idle, idleR := dial()
+	if resp := get(busy, busyR); resp.Close {
+		t.Fatalf("before the stop: Connection: close, want keep-alive")
+	}
+	get(idle, idleR)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the signal is handled: the drain has begun
+	resp := get(busy, busyR)
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("during the drain: %s, Connection %q; want 200 and Connection: close", resp.Status, resp.Header.Get("Connection"))
+	}
+	if _, err := busyR.ReadByte(); err != io.EOF {
+		t.Errorf("busy connection after its Connection: close response: read %v, want EOF", err)
+	}
+	if _, err := idleR.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection after the grace: read %v, want EOF", err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("app exit: %v, want 0", err)
+		}
+		exited <- err
+	case <-time.After(20 * time.Second):
+		t.Error("the app did not exit after its connections closed")
 	}
 }

@@ -58,6 +58,8 @@ type proc struct {
 	retired      *os.File  // the slot's previous socket, closed when this (old) worker exits
 	lastWatchdog time.Time // its last sd_notify WATCHDOG=1 (zero: never sent one)
 	speaksIPC    bool      // it has sent an ipc message: it is asked for stats and judged by them
+	nodeCounters bool      // the Node preload reports its counters (nodestats.go)
+	nodeAt       float64   // when the last of them were taken, by the app's clock (ms)
 	statusText   string    // its last sd_notify STATUS=
 	// says is what its sd_notify said of its own state since its last READY=1: "stopping"
 	// (STOPPING=1: it takes no new connections from the steering) or "reloading"

@@ -201,7 +201,8 @@ func (c *nodeChannel) send(jsonValue string) error {
 }
 
 // readNode forwards "ready" from a Node program's process.send to the loop until the
-// channel closes. Other messages (Node's own, the program's) are ignored.
+// channel closes, and the preload's messages (nodestats.go). Other messages (Node's own,
+// the program's) are ignored.
 func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 	sc := bufio.NewScanner(c.f)
 	sc.Buffer(make([]byte, 4096), 1<<20)
@@ -217,6 +218,10 @@ func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 					s.becameReady(p, readyListen)
 				}
 			})
+		default:
+			if m, ok := parseNodeMsg(msg); ok {
+				s.post(func() { s.nodeMessage(p, m) })
+			}
 		}
 	}
 }

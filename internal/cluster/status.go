@@ -92,7 +92,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Health, r.HealthError = p.health, p.healthErr
 				r.Writes, r.WritePath = p.writes, p.writePath
 				r.Note = p.statusText
-				r.NoCounters = !p.speaksIPC
+				r.NoCounters = !p.speaksIPC && !p.nodeCounters
 				r.Adopted = p.adopted
 				if p.state == StateOnline && p.serve.notServing != "" {
 					r.Status, r.NotServing = StateNotServing, p.serve.notServing

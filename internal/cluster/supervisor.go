@@ -241,6 +241,9 @@ type Supervisor struct {
 	rendezvous      *net.UnixListener  // where late rejoiners are refused (adopt.go); nil without Options.Adopt
 	stopping        bool
 	count           int // the slot count workers are told
+
+	// nodeHostSaid holds the app hosts already logged (nodestats.go; loop-owned).
+	nodeHostSaid map[string]bool
 }
 
 // New checks cfg (applying defaults) and returns a supervisor that has not started.

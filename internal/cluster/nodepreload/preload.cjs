@@ -7,8 +7,13 @@
 // Fastify's listen all end:
 //   - the first listen of the process for the served port (a number, a numeric string,
 //     { port }, { port, host }) becomes listen({ fd: 3 }), so that the app's 'listening'
-//     event, its callback and server.address() behave as usual; the host asked is ignored
-//     (the supervisor's listen address decides);
+//     event, its callback and server.address() behave as usual; the host asked is kept
+//     where the socket is wider: when fd 3 is bound on every interface (0.0.0.0, ::) and
+//     the app asks for one host (Fastify's default 'localhost', '127.0.0.1', a name), a
+//     connection to any other local address is closed before the app sees it, and the
+//     supervisor is told ("onehost:host"), which says so in its log with the fix (bind the
+//     slot's socket there: listen / env.HOST). Where the supervisor binds one address, that
+//     address decides;
 //   - a listen for another port (not 0) fails with an error that names the port asked and
 //     the port served, emitted as listen's own errors are ('error' on the server);
 //   - a second listen for the served port fails with EADDRINUSE, as it would without us;
@@ -18,10 +23,17 @@
 //     first process that loads the preload claims fd 3: ONEHOST_NODE_WORKER_PID), or of a
 //     worker of the app's own cluster module.
 // Once fd 3 listens it sends "onehost:listening" over Node's IPC channel, when there is one,
-// so that a worker is online at 'listening' as in PM2's cluster mode. On the stop signal
-// (SIGTERM, or SIGINT, PM2's default), when the app has no handler of its own for it, it
-// closes its servers, lets requests in flight finish and exits: Node's default would drop
-// them. ONEHOST_NODE_PRELOAD=0 in the app's environment turns all of this off.
+// so that a worker is online at 'listening' as in PM2's cluster mode; then, every
+// ONEHOST_NODE_STATS_MS, its requests and open connections ({"onehost":"stats"}), the
+// status columns our own workers fill. On the stop signal (SIGTERM, or SIGINT, PM2's
+// default), when the app has no handler of its own for it, it drains as our own worker
+// does: it stops accepting, answers every request from then on with "Connection: close"
+// and closes the connection after it, keeps idle keep-alive connections open for
+// ONEHOST_NODE_GRACE_MS (a request the client has already sent on one is answered, not
+// met by a closed socket, which a client cannot tell from a failure), closes those still
+// idle after it, and exits once its servers have closed. Node's default would drop the
+// requests in flight; closing idle connections at once loses the requests on their way.
+// ONEHOST_NODE_PRELOAD=0 in the app's environment turns all of this off.
 'use strict';
 
 (function onehostPreload() {
@@ -65,10 +77,102 @@
   // announce tells the supervisor, over Node's IPC channel where there is one, when the
   // server on fd 3 listens.
   function announce(server) {
+    count(server);
     server.once('listening', () => {
-      if (process.send && process.connected) {
-        try { process.send('onehost:listening'); } catch (_) { /* the channel closed: nothing to tell */ }
+      tell('onehost:listening');
+      startStats();
+    });
+  }
+
+  // tell sends msg to the supervisor over Node's IPC channel, when there is one.
+  function tell(msg) {
+    if (process.send && process.connected) {
+      try { process.send(msg); } catch (_) { /* the channel closed: nothing to tell */ }
+    }
+  }
+
+  // The counters of the status columns: requests answered by our servers (HTTP's
+  // 'request') and their open connections.
+  let requests = 0;
+  let conns = 0;
+  function count(server) {
+    server.prependListener('request', () => { requests++; });
+    server.prependListener('connection', (sock) => {
+      conns++;
+      sock.once('close', () => { conns--; });
+    });
+  }
+  let statsTimer;
+  function startStats() {
+    const every = Number(env.ONEHOST_NODE_STATS_MS);
+    if (statsTimer || !Number.isFinite(every) || every <= 0 || !process.send) return;
+    // at: this process's monotonic clock, in ms, so that the supervisor computes req/s
+    // from when the counts were taken, not from when a busy loop read them.
+    const report = () => tell({ onehost: 'stats', requests, connections: conns, at: performance.now() });
+    report();
+    statsTimer = setInterval(report, every);
+    statsTimer.unref(); // never what keeps the app running
+  }
+
+  // hostOf reads the host a listen call asks for: '' when none (every interface).
+  function hostOf(args) {
+    const a = args[0];
+    if (a !== null && typeof a === 'object') return typeof a.host === 'string' ? a.host : '';
+    return typeof args[1] === 'string' ? args[1] : '';
+  }
+
+  // plainIP reads an address as Node reports it, v4-mapped IPv6 as IPv4.
+  function plainIP(a) {
+    a = String(a || '').toLowerCase();
+    return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
+  }
+  function isLoopback(a) { a = plainIP(a); return a === '::1' || a.startsWith('127.'); }
+  function isWildcard(a) { a = plainIP(a); return a === '' || a === '0.0.0.0' || a === '::'; }
+
+  // keepHost makes the host the app asks for matter where fd 3 is bound wider (every
+  // interface): a connection to another local address is closed as it is accepted, before
+  // the app (or its 'connection' listeners) sees it. The address fd 3 serves is read at
+  // 'listening'. A name other than localhost is resolved as listen would (its first
+  // address); until it is, connections pass.
+  function keepHost(server, host) {
+    if (isWildcard(host)) return;
+    server.once('listening', () => {
+      const bound = server.address();
+      if (!bound || typeof bound !== 'object' || !isWildcard(bound.address)) {
+        if (bound && typeof bound === 'object') tell({ onehost: 'host', host, bound: bound.address, kept: false });
+        return;
       }
+      let allowed; // undefined: every address, for now
+      if (host.toLowerCase() === 'localhost') {
+        allowed = isLoopback;
+      } else if (require('net').isIP(plainIP(host))) {
+        const want = plainIP(host);
+        allowed = (a) => plainIP(a) === want;
+      } else {
+        require('dns').lookup(host, (err, address) => {
+          if (!err) allowed = (a) => plainIP(a) === plainIP(address);
+        });
+      }
+      const h = server._handle;
+      if (h && typeof h.onconnection === 'function' && typeof h.getsockname === 'function') {
+        const onconnection = h.onconnection;
+        h.onconnection = function onehostConnection(err, client) {
+          if (!err && client && allowed && typeof client.getsockname === 'function') {
+            const local = {};
+            if (client.getsockname(local) === 0 && !allowed(local.address)) {
+              client.close();
+              return undefined;
+            }
+          }
+          return onconnection.call(this, err, client);
+        };
+      } else {
+        // A Node without the handle's hook: the same, once the socket exists.
+        server.prependListener('connection', (sock) => {
+          if (allowed && !allowed(sock.localAddress)) sock.destroy();
+        });
+      }
+      tell({ onehost: 'host', host, bound: bound.address, kept: true });
     });
   }
 
@@ -104,30 +208,60 @@
     taken = true;
     servers.push(this);
     announce(this);
+    keepHost(this, hostOf(args));
     const opts = { fd: 3 };
     if (a !== null && typeof a === 'object' && a.backlog !== undefined) opts.backlog = a.backlog;
     const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
     return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
   };
 
-  // The stop: close the servers (no new connections), close idle keep-alive connections as
-  // they become idle, exit once every server closed. The supervisor's SIGKILL after
-  // kill_timeout bounds it.
+  // The stop, as our own worker drains: stop accepting (net's close: http's own close would
+  // also close the idle keep-alive connections at once), answer every response not yet
+  // begun with "Connection: close" and close its connection after it, keep idle
+  // connections open for the grace (a request already sent on one is answered), then close
+  // those still idle; exit once every server has closed, that is once its last connection
+  // has. The supervisor's SIGKILL after kill_timeout bounds it.
   let stopping = false;
+  // closeAfter makes every response of our servers whose head is not yet written say
+  // "Connection: close", and Node close its connection after it: writeHead is where
+  // node:http, Express (through res.end) and Fastify write a head. Patched at the stop
+  // only, so that serving costs nothing until then.
+  function closeAfter() {
+    const http = require('http');
+    const writeHead = http.ServerResponse.prototype.writeHead;
+    http.ServerResponse.prototype.writeHead = function onehostWriteHead(...args) {
+      if (this.socket && servers.includes(this.socket.server)) {
+        this.shouldKeepAlive = false; // Node writes "Connection: close" and closes after it
+        if (this.hasHeader('connection')) this.setHeader('Connection', 'close');
+      }
+      return writeHead.apply(this, args);
+    };
+  }
   function stop(signal) {
     if (process.listenerCount(signal) > 1) return; // the app handles its own stop
     if (stopping) return;
     stopping = true;
+    closeAfter();
     let open = servers.filter((s) => s.listening).length;
     if (open === 0) process.exit(0);
     for (const s of servers) {
       if (!s.listening) continue;
-      s.close(() => { if (--open === 0) process.exit(0); });
-      if (typeof s.closeIdleConnections === 'function') {
-        s.closeIdleConnections();
-        setInterval(() => s.closeIdleConnections(), 50).unref();
-      }
+      net.Server.prototype.close.call(s, () => { if (--open === 0) process.exit(0); });
     }
+    const grace = Number(env.ONEHOST_NODE_GRACE_MS);
+    // closeIdle runs after the loop's next poll (setImmediate): a timer that fires late on a
+    // starved machine would otherwise close connections whose next request is already in
+    // the kernel's buffer, unread; the poll reads it, and the connection is busy, not idle.
+    const closeIdle = () => setImmediate(() => {
+      for (const s of servers) {
+        if (typeof s.closeIdleConnections === 'function') s.closeIdleConnections();
+      }
+    });
+    // After the grace, idle connections are closed as they become idle; each one's next
+    // response already closes it, so this is for those whose clients send nothing.
+    const afterGrace = () => { closeIdle(); setInterval(closeIdle, 50).unref(); };
+    if (Number.isFinite(grace) && grace > 0) setTimeout(afterGrace, grace).unref();
+    else afterGrace();
   }
   for (const sig of ['SIGTERM', 'SIGINT']) {
     process.on(sig, () => stop(sig));
