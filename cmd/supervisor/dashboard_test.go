@@ -529,12 +529,9 @@ func dashboardURL(t *testing.T, c *runningCluster) string {
 	var url string
 	waitUntil(t, 5*time.Second, "the dashboard's address in the log", func() bool {
 		for _, line := range strings.Split(c.logs.String(), "\n") {
-			var e struct {
-				Msg string `json:"msg"`
-				URL string `json:"url"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "dashboard" && e.URL != "" {
-				url = e.URL
+			msg, f, ok := logEntry(line)
+			if u, _ := f["url"].(string); ok && msg == "dashboard" && u != "" {
+				url = u
 				return true
 			}
 		}

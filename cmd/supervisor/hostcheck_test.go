@@ -62,7 +62,7 @@ func TestRebindingRefused(t *testing.T) {
 		"-metrics", "127.0.0.1:0", "-dashboard", "127.0.0.1:0", "-allowed-hosts", "onehost.test", "--", os.Args[0])
 	var metrics string
 	waitUntil(t, 5*time.Second, "the metrics address in the log", func() bool {
-		m := regexp.MustCompile(`"url":"(http://[^"]+/metrics)"`).FindStringSubmatch(c.logs.String())
+		m := regexp.MustCompile(`"url": ?"(http://[^"]+/metrics)"`).FindStringSubmatch(c.logs.String())
 		if m != nil {
 			metrics = m[1]
 		}

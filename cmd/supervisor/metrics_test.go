@@ -96,7 +96,7 @@ func TestMetrics(t *testing.T) {
 	if out, err := c.cmd("reload"); err != nil {
 		t.Fatalf("reload: %v %s", err, out)
 	}
-	m := regexp.MustCompile(`"url":"(http://[^"]+/metrics)"`).FindStringSubmatch(c.logs.String())
+	m := regexp.MustCompile(`"url": ?"(http://[^"]+/metrics)"`).FindStringSubmatch(c.logs.String())
 	if m == nil {
 		t.Fatalf("no metrics URL in the log:\n%s", c.logs)
 	}

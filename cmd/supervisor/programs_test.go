@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -30,13 +29,11 @@ import (
 func onlineBy(logs, how string) map[int]bool {
 	pids := map[int]bool{}
 	for _, line := range strings.Split(logs, "\n") {
-		var e struct {
-			Msg   string `json:"msg"`
-			PID   int    `json:"pid"`
-			Ready string `json:"ready"`
-		}
-		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "worker online" && e.Ready == how {
-			pids[e.PID] = true
+		msg, f, ok := logEntry(line)
+		ready, _ := f["ready"].(string)
+		pid, _ := f["pid"].(float64)
+		if ok && msg == "worker online" && ready == how {
+			pids[int(pid)] = true
 		}
 	}
 	return pids
