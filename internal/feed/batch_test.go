@@ -191,42 +191,58 @@ func FuzzWireMessages(f *testing.F) {
 	})
 }
 
-// TestReadMmapFollowsWriteRole: reads use the memory map only where no other connection's
-// commits reach them: in the write owner whose reads run on its write connection. A
-// follower reads with pread, and switches when it becomes the owner.
+// TestReadMmapFollowsWriteRole: with one read connection (a prefork worker), reads use the
+// memory map only where no other connection's commits reach them: in the write owner whose
+// reads run on its write connection. A follower reads with pread, and switches when it
+// becomes the owner. With several read connections (one process on several cores) every
+// role maps, to keep the readers off the page caches' one mutex.
 func TestReadMmapFollowsWriteRole(t *testing.T) {
-	prev := runtime.GOMAXPROCS(1) // a prefork worker: reads share the write connection
-	defer runtime.GOMAXPROCS(prev)
-	path := newTestDB(t)
-	a := openTestStore(t, path, Options{})
-	b := openTestStore(t, path, Options{})
-	mmapOf := func(s *Store) string {
-		r, err := s.getReader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.putReader(r)
-		v, err := r.QueryText("PRAGMA mmap_size")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 5 s (owner %s, follower %s)", what, mmapOf(a), mmapOf(b))
+	const mapped = "1073741824"
+	for _, tc := range []struct {
+		name                 string
+		procs                int
+		opts                 Options
+		owner, follower, new string // mmap_size of the owner, the follower, the follower once owner
+	}{
+		{"one read connection", 1, Options{}, mapped, "0", mapped},
+		{"several read connections", 1, Options{ReadConns: 2}, mapped, mapped, mapped},
+		{"GOMAXPROCS 2", 2, Options{}, mapped, mapped, mapped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := runtime.GOMAXPROCS(tc.procs)
+			defer runtime.GOMAXPROCS(prev)
+			path := newTestDB(t)
+			a := openTestStore(t, path, tc.opts)
+			b := openTestStore(t, path, tc.opts)
+			mmapOf := func(s *Store) string {
+				r, err := s.getReader()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.putReader(r)
+				v, err := r.QueryText("PRAGMA mmap_size")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
 			}
-		}
-	}
-	if a.WriteRole() != "owner" || b.WriteRole() != "follower" {
-		t.Fatalf("roles %s, %s; want owner, follower", a.WriteRole(), b.WriteRole())
-	}
-	waitFor("owner maps, follower does not", func() bool { return mmapOf(a) == "1073741824" && mmapOf(b) == "0" })
-	a.HandOverWrites()
-	waitFor("the new owner maps", func() bool { return b.WriteRole() == "owner" && mmapOf(b) == "1073741824" })
-	if _, err := b.CreatePost(nil, 1, []byte("user_1"), "after the handover"); err != nil {
-		t.Fatal(err)
+			waitFor := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: not within 5 s (owner %s, follower %s)", what, mmapOf(a), mmapOf(b))
+					}
+				}
+			}
+			if a.WriteRole() != "owner" || b.WriteRole() != "follower" {
+				t.Fatalf("roles %s, %s; want owner, follower", a.WriteRole(), b.WriteRole())
+			}
+			waitFor("owner "+tc.owner+", follower "+tc.follower, func() bool { return mmapOf(a) == tc.owner && mmapOf(b) == tc.follower })
+			a.HandOverWrites()
+			waitFor("the new owner "+tc.new, func() bool { return b.WriteRole() == "owner" && mmapOf(b) == tc.new })
+			if _, err := b.CreatePost(nil, 1, []byte("user_1"), "after the handover"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -144,12 +144,20 @@ type Options struct {
 	//
 	// The map pays only where a connection sees no other connection's commits: each
 	// foreign commit unmaps and remaps the whole file at the reader's next transaction.
-	// With WritesOwner, reads therefore use the map in the write owner when they run on
-	// its write connection (one core: ReadConns 1), and pread everywhere else (followers,
-	// and separate read connections, which see the writer's commits); the Store switches
-	// its read connections when its role changes. Measured under the mix: the owner alone
-	// 5 % less CPU per request with the map, two workers 6-10 % less without it on the
-	// follower (docs/performance.md).
+	// With WritesOwner, a Store with one read connection (a prefork worker) therefore
+	// uses the map in the write owner when its reads run on its write connection, and
+	// pread where they do not (followers, and a separate read connection, which sees the
+	// writer's commits); the Store switches its read connections when its role changes.
+	// Measured under the mix: the owner alone 5 % less CPU per request with the map, two
+	// workers 6-10 % less without it on the follower (docs/performance.md).
+	//
+	// Several read connections (one process with GOMAXPROCS > 1) map in every role: the
+	// SQLite this package links is built with SQLITE_ENABLE_MEMORY_MANAGEMENT, so all
+	// page caches of the process share one LRU group behind one mutex, and pread's reads
+	// through the cache serialized the readers on it (29 % of a 16-core process's CPU in
+	// pcache1's lock; /feed at GOMAXPROCS=8 cost 309 µs a request against the cluster's
+	// 88). Pages read through the map bypass the cache; a foreign commit's remap is the
+	// lesser cost.
 	MmapSize int64
 
 	// CheckpointInterval is how often the checkpointer runs a PASSIVE checkpoint.
@@ -600,18 +608,17 @@ func normalizeSQL(q string) string {
 }
 
 // onWriteRole chooses the read connections' mmap for the write role this process took
-// (see Options.MmapSize); tuneReaders applies it.
+// (see Options.MmapSize: several read connections always map, to stay off the page
+// caches' shared mutex); tuneReaders applies it.
 func (s *Store) onWriteRole(role string) {
 	s.ownerProcs(role == owner.RoleOwner)
 	switch role {
-	case owner.RoleOwner:
-		if s.shared {
+	case owner.RoleOwner, owner.RoleFollower:
+		if s.readerCount > 1 || (s.shared && role == owner.RoleOwner) {
 			s.readMmap.Store(s.mmapSize)
 		} else {
 			s.readMmap.Store(0)
 		}
-	case owner.RoleFollower:
-		s.readMmap.Store(0)
 	default:
 		return // between owners: keep what is set, the next role decides
 	}
