@@ -15,7 +15,8 @@ package http1
 // epoll descriptor is itself pollable, so the loop reads it through syscall.RawConn, and
 // every socket call is a non-blocking raw system call that never hands the P away (see
 // rawIO for why that matters in a GOMAXPROCS=1 worker). An idle server's loop is a parked
-// goroutine.
+// goroutine; a busy one parks on purpose every loopYield (100 µs) of work, so that Go's
+// scheduler polls the network and runs the goroutines it woke (see yield).
 //
 // Handlers run inline on the loop, except the requests the Handler's Blocker says may wait
 // (the feed's writes, which wait for the batcher's COMMIT or for the write owner): those
