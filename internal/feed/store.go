@@ -195,8 +195,8 @@ type Options struct {
 	// Why 4 and not 1: every commit drops every reader's page cache, in every process;
 	// once the event loop yielded to the committer on time (internal/http1's loopYield),
 	// 1 ms meant ~490 commits/s of 1.9 writes under the 2-worker mix and 104 µs of CPU a
-	// request, where 4 ms gave ~235 of 4.5 and 77 µs at a lower write latency than
-	// before the yield (docs/scaling.md).
+	// request against 86 before; 4 ms gives ~220 commits/s of 4.6 writes and the CPU a
+	// request of before, at half the write latency (docs/scaling.md).
 	CommitWindow time.Duration
 
 	// CommitMax caps the writes of one batch; a full batch commits at once. Default 128.

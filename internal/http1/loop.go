@@ -72,7 +72,9 @@ const (
 	// purpose (yield): a loop that always has work never enters Go's scheduler, so the
 	// goroutines the netpoller would wake (the write owner reading its followers' writes,
 	// a deferred handler's answer from another process) waited for sysmon's 10 ms poll and
-	// preemption. A yield costs ~2 µs (an eventfd write and read, a netpoll).
+	// preemption. A yield (an eventfd write and read, a pass through the scheduler and its
+	// netpoll) took ~3.5 % of a heavy request's CPU in a profile (docs/scaling.md); one
+	// every 500 µs made the mix no cheaper.
 	loopYield = 100 * time.Microsecond
 )
 
