@@ -209,6 +209,7 @@ func (b *batcher) run() {
 			b.mu.Unlock()
 			began := writepath.Now()
 			b.commit(batch)
+			b.s.noteCommit()
 			done := b.s.wp.Commit(began, k)
 			b.batches.Add(1)
 			b.written.Add(uint64(k))

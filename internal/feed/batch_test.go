@@ -191,42 +191,125 @@ func FuzzWireMessages(f *testing.F) {
 	})
 }
 
-// TestReadMmapFollowsWriteRole: reads use the memory map only where no other connection's
-// commits reach them: in the write owner whose reads run on its write connection. A
-// follower reads with pread, and switches when it becomes the owner.
+// TestReadMmapFollowsWriteRole: with one read connection (a prefork worker), reads use the
+// memory map only where no other connection's commits reach them: in the write owner whose
+// reads run on its write connection. A follower reads with pread, and switches when it
+// becomes the owner. With several read connections (one process on several cores) every
+// role maps while the file is quiet, to keep the readers off the page caches' one mutex.
 func TestReadMmapFollowsWriteRole(t *testing.T) {
-	prev := runtime.GOMAXPROCS(1) // a prefork worker: reads share the write connection
-	defer runtime.GOMAXPROCS(prev)
-	path := newTestDB(t)
-	a := openTestStore(t, path, Options{})
-	b := openTestStore(t, path, Options{})
-	mmapOf := func(s *Store) string {
+	const mapped = "1073741824"
+	for _, tc := range []struct {
+		name                 string
+		procs                int
+		opts                 Options
+		owner, follower, new string // mmap_size of the owner, the follower, the follower once owner
+	}{
+		{"one read connection", 1, Options{}, mapped, "0", mapped},
+		// No writes yet: the file is quiet (TestReadMmapFollowsWrites).
+		{"several read connections", 1, Options{ReadConns: 2}, mapped, mapped, mapped},
+		{"GOMAXPROCS 2", 2, Options{}, mapped, mapped, mapped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := runtime.GOMAXPROCS(tc.procs)
+			defer runtime.GOMAXPROCS(prev)
+			path := newTestDB(t)
+			a := openTestStore(t, path, tc.opts)
+			b := openTestStore(t, path, tc.opts)
+			mmapOf := func(s *Store) string { return readersMmap(t, s) }
+			waitFor := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: not within 5 s (owner %s, follower %s)", what, mmapOf(a), mmapOf(b))
+					}
+				}
+			}
+			if a.WriteRole() != "owner" || b.WriteRole() != "follower" {
+				t.Fatalf("roles %s, %s; want owner, follower", a.WriteRole(), b.WriteRole())
+			}
+			waitFor("owner "+tc.owner+", follower "+tc.follower, func() bool { return mmapOf(a) == tc.owner && mmapOf(b) == tc.follower })
+			a.HandOverWrites()
+			waitFor("the new owner "+tc.new, func() bool { return b.WriteRole() == "owner" && mmapOf(b) == tc.new })
+			if _, err := b.CreatePost(nil, 1, []byte("user_1"), "after the handover"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// readersMmap is the mmap_size of every read connection of s, or "mixed" when they differ.
+// It holds them all for a moment, as tuneReaders does.
+func readersMmap(t *testing.T, s *Store) string {
+	t.Helper()
+	var held []*reader
+	defer func() {
+		for _, r := range held {
+			s.putReader(r)
+		}
+	}()
+	got := ""
+	for range s.readerCount {
 		r, err := s.getReader()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.putReader(r)
+		held = append(held, r)
 		v, err := r.QueryText("PRAGMA mmap_size")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 5 s (owner %s, follower %s)", what, mmapOf(a), mmapOf(b))
-			}
+		if got != "" && v != got {
+			return "mixed"
 		}
+		got = v
 	}
-	if a.WriteRole() != "owner" || b.WriteRole() != "follower" {
-		t.Fatalf("roles %s, %s; want owner, follower", a.WriteRole(), b.WriteRole())
-	}
-	waitFor("owner maps, follower does not", func() bool { return mmapOf(a) == "1073741824" && mmapOf(b) == "0" })
-	a.HandOverWrites()
-	waitFor("the new owner maps", func() bool { return b.WriteRole() == "owner" && mmapOf(b) == "1073741824" })
-	if _, err := b.CreatePost(nil, 1, []byte("user_1"), "after the handover"); err != nil {
-		t.Fatal(err)
+	return got
+}
+
+// TestReadMmapFollowsWrites: several read connections (one process on several cores) read
+// through the map while the file sees no commits and with pread while it does: the owner
+// leaves the map at its own commit, the follower when its checkpointer sees the owner's
+// (PRAGMA data_version), and both go back once the file has been quiet for
+// readsQuietAfter. One read connection keeps its role's choice whatever the writes.
+func TestReadMmapFollowsWrites(t *testing.T) {
+	const mapped = "1073741824"
+	for _, tc := range []struct {
+		name                  string
+		opts                  Options
+		busyOwner, busyFollow string // mmap_size while writes come
+	}{
+		{"several read connections", Options{ReadConns: 2, CheckpointInterval: 10 * time.Millisecond}, "0", "0"},
+		{"one read connection", Options{ReadConns: 1, SeparateReaders: true, CheckpointInterval: 10 * time.Millisecond}, "0", "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := newTestDB(t)
+			a := openTestStore(t, path, tc.opts)
+			b := openTestStore(t, path, tc.opts)
+			if a.WriteRole() != "owner" || b.WriteRole() != "follower" {
+				t.Fatalf("roles %s, %s; want owner, follower", a.WriteRole(), b.WriteRole())
+			}
+			waitFor := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: not within 5 s (owner %s, follower %s)", what, readersMmap(t, a), readersMmap(t, b))
+					}
+				}
+			}
+			quiet := "0"
+			if tc.opts.ReadConns > 1 {
+				quiet = mapped
+			}
+			waitFor("before any write: "+quiet, func() bool { return readersMmap(t, a) == quiet && readersMmap(t, b) == quiet })
+			// The follower's writes are forwarded to the owner, which commits them; one at
+			// each look, so the file is not quiet however slowly the test runs.
+			waitFor("while writes come", func() bool {
+				if _, err := b.CreatePost(nil, 1, []byte("user_1"), "a write"); err != nil {
+					t.Fatal(err)
+				}
+				return readersMmap(t, a) == tc.busyOwner && readersMmap(t, b) == tc.busyFollow
+			})
+			waitFor("quiet again: "+quiet, func() bool { return readersMmap(t, a) == quiet && readersMmap(t, b) == quiet })
+		})
 	}
 }

@@ -144,12 +144,25 @@ type Options struct {
 	//
 	// The map pays only where a connection sees no other connection's commits: each
 	// foreign commit unmaps and remaps the whole file at the reader's next transaction.
-	// With WritesOwner, reads therefore use the map in the write owner when they run on
-	// its write connection (one core: ReadConns 1), and pread everywhere else (followers,
-	// and separate read connections, which see the writer's commits); the Store switches
-	// its read connections when its role changes. Measured under the mix: the owner alone
-	// 5 % less CPU per request with the map, two workers 6-10 % less without it on the
-	// follower (docs/performance.md).
+	// With WritesOwner, a Store with one read connection (a prefork worker) therefore
+	// uses the map in the write owner when its reads run on its write connection, and
+	// pread where they do not (followers, and a separate read connection, which sees the
+	// writer's commits); the Store switches its read connections when its role changes.
+	// Measured under the mix: the owner alone 5 % less CPU per request with the map, two
+	// workers 6-10 % less without it on the follower (docs/performance.md).
+	//
+	// Several read connections (one process with GOMAXPROCS > 1), in every role and
+	// under WritesFlock, map while the file sees no commits (none for readsQuietAfter,
+	// 1 s, as the checkpointer's PRAGMA data_version tells, or this process's first
+	// commit ends it) and pread while it does: the SQLite this package links is built
+	// with SQLITE_ENABLE_MEMORY_MANAGEMENT, so all page caches of a process share one LRU
+	// group behind one mutex, and the readers' pread pages, which go through the cache,
+	// serialized them on it (29 % of a 16-core process's CPU in pcache1's lock; /feed at
+	// GOMAXPROCS=8 cost 309 µs a request against the cluster's 88); mapped pages bypass
+	// the cache. But a commit unmaps the whole file at every reader's next transaction,
+	// and in a multi-threaded process the munmap, the new mmap and the page faults behind
+	// it cost more than the lock: the mix at GOMAXPROCS=2 with its readers mapped took
+	// 318 µs of CPU a request against 87 with pread (2-core machine, 2026-12-05).
 	MmapSize int64
 
 	// CheckpointInterval is how often the checkpointer runs a PASSIVE checkpoint.
@@ -177,8 +190,13 @@ type Options struct {
 	// CommitWindow is the least time from the start of one group commit to the start of
 	// the next: the file sees at most one commit per window, and writes that arrive
 	// meanwhile share the next one; a write that finds no commit in the last window
-	// commits at once; a batch of 8 or more writes commits without waiting. Default 1 ms; negative: none (commit whatever has queued as soon as
-	// the previous commit ends).
+	// commits at once; a batch of 8 or more writes commits without waiting. Default 4 ms;
+	// negative: none (commit whatever has queued as soon as the previous commit ends).
+	// Why 4 and not 1: every commit drops every reader's page cache, in every process;
+	// once the event loop yielded to the committer on time (internal/http1's loopYield),
+	// 1 ms meant ~490 commits/s of 1.9 writes under the 2-worker mix and 104 µs of CPU a
+	// request against 86 before; 4 ms gives ~220 commits/s of 4.6 writes and the CPU a
+	// request of before, at half the write latency (docs/scaling.md).
 	CommitWindow time.Duration
 
 	// CommitMax caps the writes of one batch; a full batch commits at once. Default 128.
@@ -251,7 +269,7 @@ func (o *Options) setDefaults() {
 		o.Writes = WritesOwner
 	}
 	if o.CommitWindow == 0 {
-		o.CommitWindow = time.Millisecond
+		o.CommitWindow = 4 * time.Millisecond
 	} else if o.CommitWindow < 0 {
 		o.CommitWindow = 0
 	}
@@ -316,6 +334,9 @@ type Store struct {
 
 	mmapSize  int64         // Options.MmapSize: what connections are opened with
 	readMmap  atomic.Int64  // what the read connections should use now (see MmapSize)
+	mmapMu    sync.Mutex    // serializes chooseMmap
+	role      atomic.Int32  // the write role chooseMmap maps for: roleOther, roleOwner, roleFollower
+	quiet     atomic.Bool   // no commit to the file for readsQuietAfter (see MmapSize)
 	mmapKick  chan struct{} // wakes tuneReaders
 	tunerDone chan struct{} // closed when tuneReaders has returned; nil if it never started
 
@@ -374,6 +395,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		ownerProcsN: opts.OwnerProcs,
 	}
 	s.readMmap.Store(opts.MmapSize)
+	s.quiet.Store(true) // no commit seen yet: the connections open mapped
 	var ckpt *sqlitec.Conn
 	err := func() error {
 		w, err := s.openConn(path, opts, false)
@@ -599,21 +621,72 @@ func normalizeSQL(q string) string {
 	return q
 }
 
+// readsQuietAfter is how long the file must see no commit before several read connections
+// go back to the memory map (see Options.MmapSize).
+const readsQuietAfter = time.Second
+
+// The write roles chooseMmap knows (Store.role): roleOther is WritesFlock, or the time
+// before the first election.
+const (
+	roleOther int32 = iota
+	roleOwner
+	roleFollower
+)
+
 // onWriteRole chooses the read connections' mmap for the write role this process took
 // (see Options.MmapSize); tuneReaders applies it.
 func (s *Store) onWriteRole(role string) {
 	s.ownerProcs(role == owner.RoleOwner)
 	switch role {
 	case owner.RoleOwner:
-		if s.shared {
-			s.readMmap.Store(s.mmapSize)
-		} else {
-			s.readMmap.Store(0)
-		}
+		s.role.Store(roleOwner)
 	case owner.RoleFollower:
-		s.readMmap.Store(0)
+		s.role.Store(roleFollower)
 	default:
 		return // between owners: keep what is set, the next role decides
+	}
+	s.chooseMmap()
+}
+
+// setQuiet records whether the file has been free of commits for readsQuietAfter, and
+// chooses the map again when that changed.
+func (s *Store) setQuiet(quiet bool) {
+	if s.quiet.Load() != quiet {
+		s.quiet.Store(quiet)
+		s.chooseMmap()
+	}
+}
+
+// noteCommit is called after each of this process's commits: the file is not quiet, and
+// several read connections leave the map at once rather than at the checkpointer's next
+// look.
+func (s *Store) noteCommit() {
+	if s.quiet.Load() {
+		s.setQuiet(false)
+	}
+}
+
+// chooseMmap sets readMmap from the write role and whether the file is quiet (see
+// Options.MmapSize) and wakes tuneReaders when it changed.
+func (s *Store) chooseMmap() {
+	s.mmapMu.Lock()
+	defer s.mmapMu.Unlock()
+	role := s.role.Load()
+	mapped := false
+	switch {
+	case s.readerCount > 1:
+		mapped = s.quiet.Load()
+	case role == roleOther:
+		mapped = true // WritesFlock with one read connection, as before any election
+	default:
+		mapped = s.shared && role == roleOwner
+	}
+	want := int64(0)
+	if mapped {
+		want = s.mmapSize
+	}
+	if s.readMmap.Swap(want) == want {
+		return
 	}
 	select {
 	case s.mmapKick <- struct{}{}:
@@ -1104,11 +1177,24 @@ func (s *Store) checkpointLoop(c *sqlitec.Conn, interval time.Duration, frames i
 	defer c.Close()
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	// PRAGMA data_version on this connection changes whenever another connection, in any
+	// process, committed: how several read connections learn that the file is quiet.
+	version, _ := c.QueryText("PRAGMA data_version")
+	var lastCommit time.Time
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-timer.C:
+		}
+		if v, err := c.QueryText("PRAGMA data_version"); err == nil {
+			now := time.Now()
+			if v != version {
+				version, lastCommit = v, now
+				s.setQuiet(false)
+			} else if now.Sub(lastCommit) >= readsQuietAfter {
+				s.setQuiet(true)
+			}
 		}
 		next := interval
 		began := writepath.Now()

@@ -15,7 +15,8 @@ package http1
 // epoll descriptor is itself pollable, so the loop reads it through syscall.RawConn, and
 // every socket call is a non-blocking raw system call that never hands the P away (see
 // rawIO for why that matters in a GOMAXPROCS=1 worker). An idle server's loop is a parked
-// goroutine.
+// goroutine; a busy one parks on purpose every loopYield (100 µs) of work, so that Go's
+// scheduler polls the network and runs the goroutines it woke (see yield).
 //
 // Handlers run inline on the loop, except the requests the Handler's Blocker says may wait
 // (the feed's writes, which wait for the batcher's COMMIT or for the write owner): those
@@ -66,6 +67,15 @@ const (
 	loopFreeBufs = 256 // read buffers kept for reuse per loop (1 MiB)
 	loopFreeX    = 64  // exchanges kept for reuse per loop
 	acceptBatch  = 64  // connections accepted per listener event, so requests are not starved
+
+	// loopYield is how long a loop serves events without parking before it parks once on
+	// purpose (yield): a loop that always has work never enters Go's scheduler, so the
+	// goroutines the netpoller would wake (the write owner reading its followers' writes,
+	// a deferred handler's answer from another process) waited for sysmon's 10 ms poll and
+	// preemption. A yield (an eventfd write and read, a pass through the scheduler and its
+	// netpoll) took ~3.5 % of a heavy request's CPU in a profile (docs/scaling.md); one
+	// every 500 µs made the mix no cheaper.
+	loopYield = 100 * time.Microsecond
 )
 
 // loopCount is how many loops serve one listener: Server.Loops, else GOMAXPROCS.
@@ -106,6 +116,10 @@ type loop struct {
 	nready  int
 	pollErr syscall.Errno
 	pollFn  func(fd uintptr) bool
+	yieldFn func(fd uintptr) bool
+	parked  bool  // poll found nothing: the loop waits in the netpoller
+	woke    bool  // yieldFn has parked once
+	ranFrom int64 // monoNow when the loop last parked (or yielded)
 
 	conns []*conn // by descriptor
 	n     int     // connections open
@@ -249,6 +263,7 @@ func newLoop(s *Server, lnfd int, shed *shedReserve, many bool) (*loop, error) {
 		events: make([]unix.EpollEvent, loopEvents), acceptDone: make(chan struct{})}
 	l.blocker, _ = s.Handler.(Blocker)
 	l.pollFn = l.poll
+	l.yieldFn = l.yieldPoll
 	var err error
 	fail := func(what string, err error) (*loop, error) {
 		l.closeFDs()
@@ -406,6 +421,41 @@ func (l *loop) forceClose() {
 // mayBlock reports whether r must run off the loop.
 func (l *loop) mayBlock(r *Request) bool { return l.blocker != nil && l.blocker.MayBlock(r) }
 
+// yield parks the loop's goroutine in the netpoller for a moment although events wait,
+// so that Go's scheduler runs: it polls the network and runs the goroutines that were
+// woken or started meanwhile (see loopYield). The events taken but not yet handled stay
+// in l.events.
+func (l *loop) yield() {
+	l.woke = false
+	if err := l.epRaw.Read(l.yieldFn); err != nil {
+		panic(fmt.Sprintf("wait for events: %v", err))
+	}
+	l.now = monoNow()
+	l.ranFrom = l.now
+}
+
+// yieldPoll is yield's RawConn.Read callback: the first call makes sure that the netpoller
+// will find epfd ready and parks; the second (woken) returns. The eventfd is written here,
+// after RawRead has reset the descriptor's readiness, and whether or not a wake-up is
+// pending: Go registers epfd edge-triggered, so only an event after that reset is sure to
+// wake the loop, and every eventfd write is one (a readiness the netpoller already
+// reported before the reset would be lost, and the loop parked until the next event). The
+// loop reads the eventfd at its next poll, as for any wake-up.
+func (l *loop) yieldPoll(fd uintptr) bool {
+	if l.woke {
+		return true
+	}
+	l.woke = true
+	l.mu.Lock()
+	if l.evfd >= 0 {
+		l.signalled = true
+		one := uint64(1)
+		syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.evfd), uintptr(unsafe.Pointer(&one)), 8)
+	}
+	l.mu.Unlock()
+	return false
+}
+
 // poll is the RawConn.Read callback: take the ready events without waiting; none ready
 // (false) parks the goroutine in the netpoller until epfd is readable.
 func (l *loop) poll(fd uintptr) bool {
@@ -415,6 +465,7 @@ func (l *loop) poll(fd uintptr) bool {
 		switch e {
 		case 0:
 			l.nready = int(n)
+			l.parked = n == 0
 			return n > 0
 		case syscall.EINTR:
 			continue
@@ -443,6 +494,7 @@ func (l *loop) run() {
 		s.loopWG.Done()
 	}()
 	l.now = monoNow()
+	l.ranFrom = l.now
 	l.checkServer()
 	for !(l.draining && l.n == 0 && l.busyN == 0 && l.retire()) {
 		l.nready, l.pollErr = 0, 0
@@ -453,6 +505,9 @@ func (l *loop) run() {
 			panic(fmt.Sprintf("epoll_wait: %v", l.pollErr))
 		}
 		l.now = monoNow()
+		if l.parked {
+			l.ranFrom, l.parked = l.now, false
+		}
 		for i := range l.nready {
 			ev := &l.events[i]
 			fd := int(ev.Fd)
@@ -469,6 +524,9 @@ func (l *loop) run() {
 				if fd < len(l.conns) && l.conns[fd] != nil && l.conns[fd].gen == ev.Pad {
 					l.ready(l.conns[fd], ev.Events)
 				}
+			}
+			if monoNow()-l.ranFrom >= int64(loopYield) {
+				l.yield()
 			}
 		}
 	}
