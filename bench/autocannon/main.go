@@ -22,6 +22,12 @@
 // loopback target 127.0.0.2, .3, …: internal/srcaddr) and opened at a bounded pace
 // (--connect-rate); the JSON says so in "spread" (addrs, auto, connections,
 // max_per_pair), "connect_rate" (per second; 0: all at once) and "reconnects".
+//
+// Files of `autocannon users`: users.go runs the command (a run or a search) and gives its
+// verdict; users_flags.go holds its flags (usersOptions); users_search.go the search for the
+// largest passing number of users; users_split.go a run split over child processes (one
+// part per child, their messages, the merged progress); users_report.go the printed and
+// JSON report.
 package main
 
 import (

@@ -10,6 +10,10 @@
 //
 // Signals: TERM or INT drains (stop accepting, finish in-flight requests, close idle
 // keep-alives) within -drain-timeout; a second one closes everything at once.
+//
+// Files: config.go holds the serve flags and environment, parsed and checked into a
+// serveConfig; serve.go runs a worker as named steps (open the store, listen, join the
+// supervisor, serve, drain) and checks the JWT secret.
 package main
 
 import (

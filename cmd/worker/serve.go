@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/onehost/onehost/internal/contentcoding"
 	"github.com/onehost/onehost/internal/feed"
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
@@ -26,187 +23,9 @@ import (
 	"github.com/onehost/onehost/internal/steering"
 )
 
-// serveConfig is everything runServe needs, parsed from flags and environment.
-type serveConfig struct {
-	db           string
-	products     string // the products database of the workload routes (routes.go)
-	secret       string
-	addr         string
-	workerID     int
-	drainTimeout time.Duration
-	idleGrace    time.Duration
-	logLevel     string
-	cpuProfile   string
-	transport    string // http1.Server.Transport
-	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
-	inherited bool
-	// ipcFD is the supervisor channel's descriptor, or -1.
-	ipcFD int
-	// adopt is the rendezvous socket where a worker that lost its supervisor waits for the
-	// next one, at most adoptWait (ipc.EnvAdopt, ipc.EnvAdoptWait); "" to drain at once.
-	adopt     string
-	adoptWait time.Duration
-	// store holds the database settings of the flags below (writes, commit window, ...).
-	store feed.Options
-	// challengeSecret accepts the challenge's published secret on any address (the
-	// challenge's official checks); without it that secret is refused off loopback.
-	challengeSecret bool
-	// compress encodes the answers of the routes in it (routes.go); off by default.
-	compress compressConfig
-}
-
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := serveConfig{ipcFD: -1}
-	fs.StringVar(&c.db, "db", getenv("SQLITE_PATH"), "the database file, a copy of the seed (env SQLITE_PATH)")
-	fs.StringVar(&c.products, "products", getenv("PRODUCTS_PATH"), "the products database of /api/products and /products, generated if missing (env PRODUCTS_PATH; default products.db beside -db)")
-	host := fs.String("host", envOr(getenv, "HOST", "127.0.0.1"), "address to bind when not given a socket (env HOST)")
-	port := fs.String("port", envOr(getenv, "PORT", "3000"), "port to bind when not given a socket; 0 picks one (env PORT)")
-	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
-	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
-	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
-		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
-	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
-		"this is the challenge: accept its published JWT secret ("+DefaultSecret+") on a non-loopback address, where anyone who reaches the port could sign tokens with it (env ALLOW_CHALLENGE_SECRET=1)")
-	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
-		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
-	window := fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", "4ms"),
-		"the least time between the starts of two small group commits (8 or more waiting writes commit at once); 0: none (env COMMIT_WINDOW)")
-	commitMax := fs.String("commit-max", envOr(getenv, "COMMIT_MAX", "128"), "the most writes in one group commit (env COMMIT_MAX)")
-	ownerProcs := fs.String("owner-gomaxprocs", envOr(getenv, "OWNER_GOMAXPROCS", "0"),
-		"GOMAXPROCS while this worker is the write owner, when above its own (a second P runs the commits and the followers' writes while the event loop serves HTTP); 0: unchanged (env OWNER_GOMAXPROCS)")
-	writeTimeout := fs.String("write-timeout", envOr(getenv, "WRITE_TIMEOUT", "5s"),
-		"how long a write sent to the write owner waits for its answer before it fails with 503 (env WRITE_TIMEOUT)")
-	mmap := fs.String("mmap-size", envOr(getenv, "SQLITE_MMAP_SIZE", "1073741824"),
-		"bytes of the database read through mmap where no other connection's commits reach the reads (the write owner); 0: none, pread only (env SQLITE_MMAP_SIZE)")
-	fs.StringVar(&c.store.Synchronous, "synchronous", envOr(getenv, "SYNCHRONOUS", feed.SyncNormal),
-		"normal: a write is answered once committed to the WAL, durable against a crash of the process but not a power cut or kernel panic before the next checkpoint; full: the WAL is also synced at every (group) commit, durable against those too (env SYNCHRONOUS; docs/reliability.md)")
-	ckpt := fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
-		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
-	compress := fs.String("compress", envOr(getenv, "COMPRESS", "off"),
-		"content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: gzip[:1-9],zstd[:1-4],br[:1-11], e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed) (env COMPRESS)")
-	compressRoutes := fs.String("compress-routes", envOr(getenv, "COMPRESS_ROUTES", "heavy,products"),
-		"which routes -compress encodes: heavy (PATCH /api/resource/:id), products (/api/products, /products), feed (the challenge's API), hello (env COMPRESS_ROUTES)")
-	compressMin := fs.String("compress-min", envOr(getenv, "COMPRESS_MIN", strconv.Itoa(contentcoding.DefaultMinSize)),
-		"answers shorter than this many bytes go uncompressed (env COMPRESS_MIN)")
-	if v := getenv("ALLOW_CHALLENGE_SECRET"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("ALLOW_CHALLENGE_SECRET %q: want 1 or 0 (true or false)", v)
-		}
-		c.challengeSecret = b // the flag, parsed next, wins
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if c.transport != http1.TransportGoroutine && c.transport != http1.TransportLoop {
-		return c, fmt.Errorf("TRANSPORT (-transport) %q: want %s or %s", c.transport, http1.TransportGoroutine, http1.TransportLoop)
-	}
-	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
-		return c, fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)
-	}
-	if c.store.Synchronous = strings.ToLower(c.store.Synchronous); c.store.Synchronous != feed.SyncNormal && c.store.Synchronous != feed.SyncFull {
-		return c, fmt.Errorf("SYNCHRONOUS (-synchronous) %q: want %s (durable against a crash of the process; the default) or %s (also against a power cut: one fsync per group commit)",
-			c.store.Synchronous, feed.SyncNormal, feed.SyncFull)
-	}
-	for _, d := range []struct {
-		name, flag, val string
-		min, max        time.Duration
-		into            *time.Duration
-	}{
-		{"COMMIT_WINDOW", "commit-window", *window, 0, time.Second, &c.store.CommitWindow},
-		{"WRITE_TIMEOUT", "write-timeout", *writeTimeout, 10 * time.Millisecond, 10 * time.Minute, &c.store.WriteTimeout},
-		{"CHECKPOINT_INTERVAL", "checkpoint-interval", *ckpt, time.Millisecond, time.Hour, &c.store.CheckpointInterval},
-	} {
-		v, err := time.ParseDuration(d.val)
-		if err != nil || v < d.min || v > d.max {
-			return c, fmt.Errorf("%s (-%s) %q: want a duration from %v to %v, such as 2ms", d.name, d.flag, d.val, d.min, d.max)
-		}
-		*d.into = v
-	}
-	if c.store.CommitWindow == 0 {
-		c.store.CommitWindow = -1 // feed.Options: negative is none, zero the default
-	}
-	if n, err := strconv.Atoi(*commitMax); err != nil || n < 1 || n > 100000 {
-		return c, fmt.Errorf("COMMIT_MAX (-commit-max) %q: want a number of writes from 1 to 100000", *commitMax)
-	} else {
-		c.store.CommitMax = n
-	}
-	if n, err := strconv.Atoi(*ownerProcs); err != nil || n < 0 || n > 1024 {
-		return c, fmt.Errorf("OWNER_GOMAXPROCS (-owner-gomaxprocs) %q: want a number of Ps from 0 (unchanged) to 1024", *ownerProcs)
-	} else {
-		c.store.OwnerProcs = n
-	}
-	if n, err := strconv.ParseInt(*mmap, 10, 64); err != nil || n < 0 {
-		return c, fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *mmap)
-	} else if c.store.MmapSize = n; n == 0 {
-		c.store.MmapSize = -1 // feed.Options: negative is none, zero the default
-	}
-	cc, err := parseCompress(*compress, *compressRoutes, *compressMin)
-	if err != nil {
-		return c, err
-	}
-	c.compress = cc
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (subcommands: seed, seed-products, serve)", fs.Arg(0))
-	}
-	secret, err := readSecret(getenv)
-	if err != nil {
-		return c, err
-	}
-	c.secret = secret
-	c.addr = net.JoinHostPort(*host, *port)
-	if c.products == "" && c.db != "" {
-		c.products = defaultProductsPath(c.db)
-	}
-	if c.db == "" {
-		return c, errors.New("SQLITE_PATH is not set: point it (or -db) at a copy of the seed database; `worker seed -db PATH` writes one")
-	}
-	if c.secret == "" {
-		return c, errors.New("JWT_SECRET is empty: set it (or JWT_SECRET_FILE, a file holding it) to the HS256 secret of the tokens (the challenge uses twelve-dollar-challenge)")
-	}
-	if p, err := strconv.Atoi(*port); err != nil || p < 0 || p > 65535 {
-		return c, fmt.Errorf("PORT %q: want a number from 0 to 65535", *port)
-	}
-	if v := getenv(ipc.EnvWorkerID); v != "" {
-		id, err := strconv.Atoi(v)
-		if err != nil || id < 0 {
-			return c, fmt.Errorf("%s %q: want a slot index >= 0", ipc.EnvWorkerID, v)
-		}
-		c.workerID = id
-	}
-	if v := getenv(ipc.EnvListenFDs); v != "" {
-		if v != "1" {
-			return c, fmt.Errorf("%s=%s: a worker serves exactly one inherited socket", ipc.EnvListenFDs, v)
-		}
-		if p := getenv(ipc.EnvListenPID); p != "" && p != strconv.Itoa(os.Getpid()) {
-			return c, fmt.Errorf("%s=%s is not this process (%d): the socket was meant for another", ipc.EnvListenPID, p, os.Getpid())
-		}
-		c.inherited = true
-	}
-	if v := getenv(ipc.EnvFD); v != "" {
-		fd, err := strconv.Atoi(v)
-		if err != nil || fd < 3 {
-			return c, fmt.Errorf("%s %q: want a descriptor number >= 3", ipc.EnvFD, v)
-		}
-		c.ipcFD = fd
-	}
-	if c.adopt = getenv(ipc.EnvAdopt); c.adopt != "" {
-		c.adoptWait = ipc.AdoptWait(getenv(ipc.EnvAdoptWait))
-	}
-	return c, nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
+// runServe runs one worker in named steps: parse the config, start logging and watch the
+// signals, open the store and the routes, listen, join the supervisor, serve, wait for the
+// reason to stop, and drain.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := parseServe(args, getenv, stderr)
 	if err != nil {
@@ -220,54 +39,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log := base.With(zap.Int("worker", cfg.workerID), zap.Int("pid", os.Getpid()))
 
 	// Signals are watched from the start, so a TERM during start-up is a clean stop.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if cfg.adopt != "" {
-		// It may outlive its supervisor, and its output pipe with it: a log line written
-		// there must fail, not kill the worker (Go's default for SIGPIPE on fds 1 and 2).
-		signal.Ignore(syscall.SIGPIPE)
-	}
+	sigs := watchSignals(cfg)
 	defer signal.Stop(sigs)
 
 	raiseFileLimit(log)
 
 	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
+		stop, err := startCPUProfile(cfg.cpuProfile)
 		if err != nil {
-			return fmt.Errorf("create cpu profile: %w", err)
+			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("start cpu profile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+		defer stop()
 	}
 
-	opts := cfg.store
-	opts.Logger = log
-	store, err := feed.Open(ctx, cfg.db, opts)
+	store, handler, closeWorkloads, err := openHandler(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	handler, closeWorkloads, err := openWorkloads(ctx, cfg.products,
-		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), cfg.compress, log)
-	if err != nil {
-		return err
-	}
 	defer closeWorkloads()
 
-	ln, err := listen(cfg)
+	ln, err := listenChecked(cfg, log)
 	if err != nil {
-		return err
-	}
-	// Checked on the socket itself, bound or inherited: its address, not HOST, says who can
-	// reach it.
-	if err := checkSecret(cfg.secret, cfg.challengeSecret, ln.Addr(), log); err != nil {
-		ln.Close()
 		return err
 	}
 	srv := &http1.Server{
@@ -299,45 +92,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	ipcDone := make(chan struct{})
 	if sup != nil {
-		// The greeting: ready, and whether it outlives the supervisor (it cleared its
-		// parent-death signal in init, seeing EnvAdopt): the supervisor allows an upgrade
-		// only when every worker does.
-		if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid(), Rejoin: cfg.adopt != ""}); err != nil {
-			log.Warn("tell supervisor ready", zap.Error(err))
-		}
+		w := supervised{cfg: cfg, srv: srv, store: store, ln: ln, log: log}
+		w.greet(sup)
 		probe := startHealthProbe(ctx, store.Ping, log) // stops with ctx, waited for below
 		go func() {
 			defer close(ipcDone)
 			defer probe.wait()
-			stats := func() ipc.Msg {
-				st := srv.Stats()
-				healthy, why := probe.result()
-				wp := store.WritePath()
-				return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
-					Connections: st.Connections, LoopConnections: st.LoopConnections,
-					Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
-			}
-			// The supervisor's `drain` (the host leaving its balancer) turns keep-alive off,
-			// `ready` back on: the worker serves on throughout.
-			h := ipc.Handlers{Stats: stats, KeepAlive: func(on bool) {
-				srv.SetKeepAlive(on)
-				log.Info("keep-alive set by the supervisor", zap.Bool("on", on))
-			}}
-			err := sup.ServeWith(ctx, h)
-			for errors.Is(err, ipc.ErrParentGone) && cfg.adopt != "" && ctx.Err() == nil {
-				// The supervisor is gone (killed, or re-executing itself to upgrade): serve on
-				// and wait for the next one, which takes over this socket and its queue.
-				log.Warn("supervisor gone: serving on, waiting for a new one", zap.String("rendezvous", cfg.adopt), zap.Duration("wait", cfg.adoptWait))
-				var next *ipc.Conn
-				if next, err = rejoin(ctx, cfg, ln); err != nil {
-					break
-				}
-				sup.Close()
-				sup = next
-				log.Info("adopted by a new supervisor")
-				err = sup.ServeWith(ctx, h)
-			}
-			if ctx.Err() == nil {
+			if err := w.serveSupervisor(ctx, sup, probe); ctx.Err() == nil {
 				stopReason <- err.Error()
 			}
 		}()
@@ -345,16 +106,150 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		close(ipcDone)
 	}
 
-	var reason string
+	reason, err := waitForStop(ctx, sigs, stopReason, serveErr)
+	if err != nil {
+		return err
+	}
+	drain(cfg, srv, store, log, reason, sigs, serveErr, cancel, ipcDone)
+	return nil
+}
+
+// watchSignals starts watching TERM and INT. A worker that may outlive its supervisor also
+// ignores SIGPIPE: its output pipe may go with the supervisor, and a log line written there
+// must fail, not kill the worker (Go's default for SIGPIPE on fds 1 and 2).
+func watchSignals(cfg serveConfig) chan os.Signal {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if cfg.adopt != "" {
+		signal.Ignore(syscall.SIGPIPE)
+	}
+	return sigs
+}
+
+// startCPUProfile profiles the whole run into the file at path; stop ends the profile and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// openHandler opens the feed store and the routes served on it (routes.go). On an error
+// nothing stays open; otherwise the caller closes the workloads, then the store.
+func openHandler(ctx context.Context, cfg serveConfig, log *zap.Logger) (*feed.Store, http1.Handler, func() error, error) {
+	opts := cfg.store
+	opts.Logger = log
+	store, err := feed.Open(ctx, cfg.db, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	handler, closeWorkloads, err := openWorkloads(ctx, cfg.products,
+		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), cfg.compress, log)
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	return store, handler, closeWorkloads, nil
+}
+
+// listenChecked listens (listen) and checks the secret against the socket itself, bound or
+// inherited: its address, not HOST, says who can reach it.
+func listenChecked(cfg serveConfig, log *zap.Logger) (net.Listener, error) {
+	ln, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSecret(cfg.secret, cfg.challengeSecret, ln.Addr(), log); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// supervised is what a worker under a supervisor reports on and hands over.
+type supervised struct {
+	cfg   serveConfig
+	srv   *http1.Server
+	store *feed.Store
+	ln    net.Listener
+	log   *zap.Logger
+}
+
+// greet tells the supervisor the worker is ready, and whether it outlives the supervisor (it
+// cleared its parent-death signal in init, seeing EnvAdopt): the supervisor allows an upgrade
+// only when every worker does.
+func (w supervised) greet(sup *ipc.Conn) {
+	if err := sup.Send(ipc.Msg{Type: ipc.TypeReady, PID: os.Getpid(), Rejoin: w.cfg.adopt != ""}); err != nil {
+		w.log.Warn("tell supervisor ready", zap.Error(err))
+	}
+}
+
+// serveSupervisor answers the supervisor's requests until the channel fails or ctx is done;
+// when the supervisor is gone and the worker may be adopted, it serves on and waits for the
+// next one, which takes over this socket and its queue.
+func (w supervised) serveSupervisor(ctx context.Context, sup *ipc.Conn, probe *healthProbe) error {
+	srv, store, log := w.srv, w.store, w.log
+	stats := func() ipc.Msg {
+		st := srv.Stats()
+		healthy, why := probe.result()
+		wp := store.WritePath()
+		return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
+			Connections: st.Connections, LoopConnections: st.LoopConnections,
+			Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
+	}
+	// The supervisor's `drain` (the host leaving its balancer) turns keep-alive off,
+	// `ready` back on: the worker serves on throughout.
+	h := ipc.Handlers{Stats: stats, KeepAlive: func(on bool) {
+		srv.SetKeepAlive(on)
+		log.Info("keep-alive set by the supervisor", zap.Bool("on", on))
+	}}
+	err := sup.ServeWith(ctx, h)
+	for errors.Is(err, ipc.ErrParentGone) && w.cfg.adopt != "" && ctx.Err() == nil {
+		// The supervisor is gone (killed, or re-executing itself to upgrade): serve on
+		// and wait for the next one, which takes over this socket and its queue.
+		log.Warn("supervisor gone: serving on, waiting for a new one", zap.String("rendezvous", w.cfg.adopt), zap.Duration("wait", w.cfg.adoptWait))
+		var next *ipc.Conn
+		if next, err = rejoin(ctx, w.cfg, w.ln); err != nil {
+			break
+		}
+		sup.Close()
+		sup = next
+		log.Info("adopted by a new supervisor")
+		err = sup.ServeWith(ctx, h)
+	}
+	return err
+}
+
+// waitForStop waits for the first reason to stop: a signal, the supervisor's channel
+// ending, ctx, or the server failing (an error).
+func waitForStop(ctx context.Context, sigs <-chan os.Signal, stopReason <-chan string, serveErr <-chan error) (string, error) {
 	select {
 	case s := <-sigs:
-		reason = "signal " + s.String()
-	case reason = <-stopReason:
+		return "signal " + s.String(), nil
+	case reason := <-stopReason:
+		return reason, nil
 	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+		return "", fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
-		reason = "context done"
+		return "context done", nil
 	}
+}
+
+// drain stops the worker gracefully: hand the writes over, stop accepting, let requests in
+// flight finish and close idle keep-alives. A second signal or the drain timeout forces the
+// remaining connections closed. It then stops the supervisor's channel (cancel) and waits
+// for it, and logs how the drain went.
+func drain(cfg serveConfig, srv *http1.Server, store *feed.Store, log *zap.Logger, reason string,
+	sigs <-chan os.Signal, serveErr <-chan error, cancel context.CancelFunc, ipcDone <-chan struct{}) {
 	st := srv.Stats()
 	log.Info("draining", zap.String("reason", reason), zap.Duration("deadline", cfg.drainTimeout),
 		zap.Int64("connections", st.Connections), zap.Int64s("loop_connections", st.LoopConnections))
@@ -363,8 +258,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// this one still answers (its own remaining writes commit here).
 	store.HandOverWrites()
 
-	// Drain: stop accepting, let requests in flight finish, close idle keep-alives. A
-	// second signal or the deadline forces the remaining connections closed.
 	dctx, dcancel := context.WithTimeout(context.Background(), cfg.drainTimeout)
 	defer dcancel()
 	go func() {
@@ -376,7 +269,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 	start := time.Now()
-	err = srv.Shutdown(dctx)
+	err := srv.Shutdown(dctx)
 	<-serveErr
 	cancel()
 	<-ipcDone
@@ -384,12 +277,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		log.Warn("drain cut short", zap.Error(err), zap.Duration("took", time.Since(start)),
 			zap.Uint64("requests", st.Requests))
-		return nil
+		return
 	}
 	ds := store.Stats()
 	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests),
 		zap.Any("db", ds))
-	return nil
 }
 
 // rejoin waits at the rendezvous socket for a new supervisor (ipc.Rejoin), passing it the

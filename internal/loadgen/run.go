@@ -278,7 +278,9 @@ func detach(c net.Conn) (int, error) {
 }
 
 // run is the controller: it starts the loops, samples once per interval, and stops
-// everything at the end.
+// everything at the end. It runs once per run, off the per-request path (the loops), so its
+// steps cost nothing there: start the loops, sample until the end, stop the loops, gather
+// what they had not handed over, and add up the connections' counters and the CPU.
 func (e *engine) run(ctx context.Context) *Result {
 	res := &Result{Mode: "closed", StatusCodes: map[int]int64{}}
 	if e.rate {
@@ -296,18 +298,9 @@ func (e *engine) run(ctx context.Context) *Result {
 	// The connect times are the connect() calls themselves (conn.connect), the generator's
 	// own kernel work, so they may trip the verdict.
 	health := genhealth.Start(genhealth.Config{Interval: e.cfg.SampleInterval, Thresholds: e.cfg.Saturation, JudgeConnect: true})
-	for _, l := range e.loops {
-		l.lag, l.connects = health.SendLag(), health.Connect()
-	}
-	e.wg.Add(len(e.loops))
-	for _, l := range e.loops {
-		go l.run()
-	}
-	loopsDone := make(chan struct{})
-	go func() { e.wg.Wait(); close(loopsDone) }()
+	loopsDone := e.startLoops(health)
 
-	interval := e.cfg.SampleInterval
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(e.cfg.SampleInterval)
 	defer tick.Stop()
 	var deadline <-chan time.Time
 	if !e.amount {
@@ -317,72 +310,10 @@ func (e *engine) run(ctx context.Context) *Result {
 	}
 	// The loops' interval histograms, added up per interval as they come (each loop hands
 	// its own over once per interval; see loop.rotate), and in total.
-	acc := histlog.Accumulator{Length: e.cfg.IntervalLength}
+	sm := &runSampler{e: e, res: res, acc: histlog.Accumulator{Length: e.cfg.IntervalLength}, lastAt: e.t0, lastCPU: cpu0}
 	res.Latency = newHistogram()
-	take := func(l *loop, s secHist) {
-		if s.h == nil {
-			return
-		}
-		acc.Add("all", s.n, s.h)
-		res.Latency.Merge(s.h)
-		s.h.Reset()
-		select {
-		case l.free <- s.h:
-		default:
-		}
-	}
-	collect := func() {
-		for _, l := range e.loops {
-			for drained := false; !drained; {
-				select {
-				case s := <-l.secs:
-					take(l, s)
-				default:
-					drained = true
-				}
-			}
-		}
-	}
-	var last Sample
-	lastAt, lastCPU := e.t0, cpu0
-	peak := 0.0
-	sample := func(now int64) {
-		s := e.totals()
-		cpu := processCPU()
-		if secs := float64(now-lastAt) / 1e9; secs > 0 {
-			peak = max(peak, (cpu.user+cpu.sys-lastCPU.user-lastCPU.sys)/secs)
-		}
-		d := Sample{
-			T:        float64(now-e.t0) / 1e9,
-			Requests: s.Requests - last.Requests,
-			Bytes:    s.Bytes - last.Bytes,
-			Errors:   s.Errors - last.Errors,
-		}
-		res.Samples = append(res.Samples, d)
-		last, lastAt, lastCPU = s, now, cpu
-		collect()
-		if e.cfg.Progress != nil {
-			e.cfg.Progress(Progress{Elapsed: time.Duration(now - e.t0), Sample: d, Total: s.Requests})
-		}
-	}
-loop:
-	for {
-		select {
-		case <-tick.C:
-			sample(e.now())
-		case <-deadline:
-			// The deadline and the last tick fall together; keep that last interval
-			// whichever of the two fires first.
-			if now := e.now(); now-lastAt >= int64(interval)*9/10 {
-				sample(now)
-			}
-			break loop
-		case <-loopsDone:
-			break loop
-		case <-ctx.Done():
-			break loop
-		}
-	}
+	sm.until(ctx, tick.C, deadline, loopsDone)
+
 	e.stopped.Store(true)
 	for _, l := range e.loops {
 		l.stop()
@@ -394,15 +325,128 @@ loop:
 	res.Health = health.Stop()
 
 	// The loops have ended: what they had not handed over is read here.
-	collect()
-	for _, l := range e.loops {
-		for _, s := range l.backlog {
-			take(l, s)
-		}
-		take(l, secHist{n: l.secN, h: l.sec})
-	}
+	sm.takeRest()
 	// Encoding a histogram fails only for an unknown encoding version.
-	res.Intervals, _ = acc.Intervals(end)
+	res.Intervals, _ = sm.acc.Intervals(end)
+	e.addCounters(res)
+	res.Connections = e.connections()
+	res.Generator = e.generatorCPU(res, cpu0, cpu, sm.peak)
+	return res
+}
+
+// startLoops starts every loop, each reporting to health; the channel closes once all
+// have returned.
+func (e *engine) startLoops(health *genhealth.Monitor) <-chan struct{} {
+	for _, l := range e.loops {
+		l.lag, l.connects = health.SendLag(), health.Connect()
+	}
+	e.wg.Add(len(e.loops))
+	for _, l := range e.loops {
+		go l.run()
+	}
+	loopsDone := make(chan struct{})
+	go func() { e.wg.Wait(); close(loopsDone) }()
+	return loopsDone
+}
+
+// runSampler gathers a run's figures: the loops' interval histograms into acc and
+// res.Latency, and one Sample per interval into res.Samples, with the peak CPU.
+type runSampler struct {
+	e       *engine
+	res     *Result
+	acc     histlog.Accumulator
+	last    Sample
+	lastAt  int64
+	lastCPU cpuTimes
+	peak    float64
+}
+
+// take adds one loop's interval histogram and hands it back to the loop for reuse.
+func (sm *runSampler) take(l *loop, s secHist) {
+	if s.h == nil {
+		return
+	}
+	sm.acc.Add("all", s.n, s.h)
+	sm.res.Latency.Merge(s.h)
+	s.h.Reset()
+	select {
+	case l.free <- s.h:
+	default:
+	}
+}
+
+// collect takes every interval histogram the loops have handed over so far.
+func (sm *runSampler) collect() {
+	for _, l := range sm.e.loops {
+		for drained := false; !drained; {
+			select {
+			case s := <-l.secs:
+				sm.take(l, s)
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// sample records the interval ending at now.
+func (sm *runSampler) sample(now int64) {
+	e := sm.e
+	s := e.totals()
+	cpu := processCPU()
+	if secs := float64(now-sm.lastAt) / 1e9; secs > 0 {
+		sm.peak = max(sm.peak, (cpu.user+cpu.sys-sm.lastCPU.user-sm.lastCPU.sys)/secs)
+	}
+	d := Sample{
+		T:        float64(now-e.t0) / 1e9,
+		Requests: s.Requests - sm.last.Requests,
+		Bytes:    s.Bytes - sm.last.Bytes,
+		Errors:   s.Errors - sm.last.Errors,
+	}
+	sm.res.Samples = append(sm.res.Samples, d)
+	sm.last, sm.lastAt, sm.lastCPU = s, now, cpu
+	sm.collect()
+	if e.cfg.Progress != nil {
+		e.cfg.Progress(Progress{Elapsed: time.Duration(now - e.t0), Sample: d, Total: s.Requests})
+	}
+}
+
+// until samples at each tick until the deadline, the loops' end or ctx.
+func (sm *runSampler) until(ctx context.Context, tick, deadline <-chan time.Time, loopsDone <-chan struct{}) {
+	interval := sm.e.cfg.SampleInterval
+	for {
+		select {
+		case <-tick:
+			sm.sample(sm.e.now())
+		case <-deadline:
+			// The deadline and the last tick fall together; keep that last interval
+			// whichever of the two fires first.
+			if now := sm.e.now(); now-sm.lastAt >= int64(interval)*9/10 {
+				sm.sample(now)
+			}
+			return
+		case <-loopsDone:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// takeRest takes, once the loops have ended, what they had not handed over: the queued
+// intervals, the backlog and the interval under way.
+func (sm *runSampler) takeRest() {
+	sm.collect()
+	for _, l := range sm.e.loops {
+		for _, s := range l.backlog {
+			sm.take(l, s)
+		}
+		sm.take(l, secHist{n: l.secN, h: l.sec})
+	}
+}
+
+// addCounters releases the loops and adds up their connections' counters into res.
+func (e *engine) addCounters(res *Result) {
 	for _, l := range e.loops {
 		l.release()
 		for _, c := range l.conns {
@@ -419,21 +463,24 @@ loop:
 			}
 		}
 	}
-	res.Connections = e.connections()
+}
+
+// generatorCPU is the generator's CPU over the run, from cpu0 to cpu, with the busiest
+// interval's (peak) share per worker.
+func (e *engine) generatorCPU(res *Result, cpu0, cpu cpuTimes, peak float64) GeneratorCPU {
 	w := float64(e.cfg.Workers)
 	if len(res.Samples) == 0 { // a run shorter than one interval: its average is its peak
 		if secs := res.Duration().Seconds(); secs > 0 {
 			peak = (cpu.user + cpu.sys - cpu0.user - cpu0.sys) / secs
 		}
 	}
-	res.Generator = GeneratorCPU{
+	return GeneratorCPU{
 		Workers:      e.cfg.Workers,
 		UserSec:      cpu.user - cpu0.user,
 		SysSec:       cpu.sys - cpu0.sys,
 		MaxWorkerCPU: peak / w,
 		Bound:        peak/w > BoundThreshold,
 	}
-	return res
 }
 
 // totals sums the connections' running counters.
