@@ -285,62 +285,109 @@ func (p *prepared) finish(s *ceiling.Sweeper, stderr io.Writer) error {
 	return nil
 }
 
+// runSweep is `ceiling sweep`: its flags (parseSweepFlags), the estimate of its length,
+// the scratch and results directories (prepare), the sweep, and its summary.
 func runSweep(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ceiling sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c := addCommon(fs, getenv, "hello,static,feed,heavy,mix")
-	ns := fs.String("n", "", "worker counts (default: 1, 2, 4, ... up to the cores this process may use, and that count)")
-	modes := fs.String("modes", "cluster,single,pm2,nginx,pm2-compress,nginx-gzip", "cluster (the supervisor), single (one GOMAXPROCS=N worker), and the peers: pm2 (PM2 cluster mode running the Fastify heavy PATCH), nginx (the static page; gzip_static for static+gzip), and for the workloads asking for a coding pm2-compress (the same with @fastify/compress: heavy+gzip, +br, +zstd) and nginx-gzip (gzip on, level 6: static+gzip); a missing peer is skipped")
-	peerHeavy := fs.String("peer-heavy", "", "the Fastify heavy peer for -modes pm2 and pm2-compress: a directory with heavy.js and node_modules (fastify; @fastify/compress@"+ceiling.PeerCompressVersion+" for pm2-compress; docs/ceiling.md); empty: both skipped")
-	pm2 := fs.String("pm2", "pm2", "pm2 binary (pm2 mode)")
-	nginx := fs.String("nginx", "", "nginx binary (nginx mode; default: nginx on PATH, else /usr/sbin/nginx)")
-	nginxConf := fs.String("nginx-conf", "configs/nginx/static.conf", "nginx template for the nginx mode")
-	staticRoot := fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
-	repeat := fs.Int("repeat", 1, "rounds: every (N, mode, workload) once per round, round after round; the model, tables and plots use each cell's median run, the spread beside it")
-	imbN := fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
-	imbConns := fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
-	hosts := addLoadHostFlags(fs, "bin/autocannon is")
-	app := addAppFlags(fs)
-	hostThreads := fs.Int("load-threads", 0, "with -load-hosts: autocannon's worker threads on each host (default: the cores the server leaves on this one, at least 1)")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseSweepFlags(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
+	c := f.c
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
 	}
+	defer log.Sync()
+	f.announce(stderr)
+
+	p, err := c.prepare(ctx, "sweep", log, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer p.cleanup()
+	f.configure(p)
+	s, err := ceiling.NewSweeper(p.cfg)
+	if err != nil {
+		return err
+	}
+	for _, n := range s.Notes() {
+		fmt.Fprintln(stderr, "ceiling sweep:", n)
+	}
+	err = s.Sweep(ctx)
+	medians := ceiling.MedianRuns(p.sweep.Runs)
+	if *f.repeat > 1 || len(medians) < len(p.sweep.Runs) {
+		fmt.Fprintln(stdout, "# medians (by req/s) of each cell's runs, with their range:")
+		for _, r := range medians {
+			fmt.Fprintln(stdout, "median "+r.Line())
+		}
+	}
+	for _, c := range ceiling.ComparePeers(medians) {
+		fmt.Fprintln(stdout, c.Line())
+	}
+	if ferr := p.finish(s, stderr); err == nil {
+		err = ferr
+	}
+	fmt.Fprintln(stderr, nextStep(p.dir, medians, *f.repeat, c.hostBusyRepeats))
+	return err
+}
+
+// sweepFlags are `ceiling sweep`'s flags beyond the common ones, and the worker counts
+// they resolve to.
+type sweepFlags struct {
+	c                                                       *common
+	ns, modes, peerHeavy, pm2, nginx, nginxConf, staticRoot *string
+	repeat, imbN, imbConns, hostThreads                     *int
+	hosts                                                   *loadHostFlags
+	app                                                     *appFlags
+	nlist                                                   []int // the worker counts N
+}
+
+// parseSweepFlags parses and checks `ceiling sweep`'s flags, and resolves what they leave
+// to the machine or to -quick: the worker counts, the duration, the imbalance run's N.
+func parseSweepFlags(args []string, getenv func(string) string, stderr io.Writer) (*sweepFlags, error) {
+	fs := flag.NewFlagSet("ceiling sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &sweepFlags{c: addCommon(fs, getenv, "hello,static,feed,heavy,mix")}
+	c := f.c
+	f.ns = fs.String("n", "", "worker counts (default: 1, 2, 4, ... up to the cores this process may use, and that count)")
+	f.modes = fs.String("modes", "cluster,single,pm2,nginx,pm2-compress,nginx-gzip", "cluster (the supervisor), single (one GOMAXPROCS=N worker), and the peers: pm2 (PM2 cluster mode running the Fastify heavy PATCH), nginx (the static page; gzip_static for static+gzip), and for the workloads asking for a coding pm2-compress (the same with @fastify/compress: heavy+gzip, +br, +zstd) and nginx-gzip (gzip on, level 6: static+gzip); a missing peer is skipped")
+	f.peerHeavy = fs.String("peer-heavy", "", "the Fastify heavy peer for -modes pm2 and pm2-compress: a directory with heavy.js and node_modules (fastify; @fastify/compress@"+ceiling.PeerCompressVersion+" for pm2-compress; docs/ceiling.md); empty: both skipped")
+	f.pm2 = fs.String("pm2", "pm2", "pm2 binary (pm2 mode)")
+	f.nginx = fs.String("nginx", "", "nginx binary (nginx mode; default: nginx on PATH, else /usr/sbin/nginx)")
+	f.nginxConf = fs.String("nginx-conf", "configs/nginx/static.conf", "nginx template for the nginx mode")
+	f.staticRoot = fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
+	f.repeat = fs.Int("repeat", 1, "rounds: every (N, mode, workload) once per round, round after round; the model, tables and plots use each cell's median run, the spread beside it")
+	f.imbN = fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
+	f.imbConns = fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
+	f.hosts = addLoadHostFlags(fs, "bin/autocannon is")
+	f.app = addAppFlags(fs)
+	f.hostThreads = fs.Int("load-threads", 0, "with -load-hosts: autocannon's worker threads on each host (default: the cores the server leaves on this one, at least 1)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
+	}
+	app, modes, imbN := f.app, f.modes, f.imbN
 	set := explicit(fs)
 	if (app.app != "" || app.config != "") && !set["modes"] {
 		*modes = ceiling.ModeCluster + "," + ceiling.ModePM2
 	}
 	if err := app.check(set, splitList(*modes)); err != nil {
-		return err
+		return nil, err
 	}
 	if app.argv != nil || app.config != "" {
 		c.workloads = ceiling.AppWorkload
 		c.app = app
 	}
-	if *repeat < 1 {
-		return fmt.Errorf("sweep: -repeat %d: want at least 1 (rounds of the whole sweep)", *repeat)
+	if *f.repeat < 1 {
+		return nil, fmt.Errorf("sweep: -repeat %d: want at least 1 (rounds of the whole sweep)", *f.repeat)
 	}
-	machine := ceiling.ReadMachine()
-	var nlist []int
-	var err error
-	switch {
-	case *ns != "":
-		if nlist, err = parseInts(*ns); err != nil {
-			return err
-		}
-	case c.quick:
-		nlist = []int{1}
-		if machine.Allowed >= 2 {
-			nlist = append(nlist, 2)
-		}
-	default:
-		for n := 1; n < machine.Allowed; n *= 2 {
-			nlist = append(nlist, n)
-		}
-		nlist = append(nlist, machine.Allowed)
+	nlist, err := workerCounts(*f.ns, c.quick, ceiling.ReadMachine())
+	if err != nil {
+		return nil, err
 	}
+	f.nlist = nlist
 	if c.quick && !set["d"] {
 		c.d = 2 * time.Second
 	}
@@ -352,15 +399,36 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if *imbN < 0 {
 		*imbN = nlist[len(nlist)-1]
 	}
-	log, err := newLogger(stderr, c.logLevel)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
+	return f, nil
+}
 
-	// Each mode runs the workloads it serves (a peer only its own), one server start per N.
+// workerCounts are the sweep's N: those of -n, else 1 and 2 with -quick, else 1, 2, 4, ...
+// below the cores this process may use, and that count.
+func workerCounts(ns string, quick bool, machine ceiling.Machine) ([]int, error) {
+	var nlist []int
+	switch {
+	case ns != "":
+		return parseInts(ns)
+	case quick:
+		nlist = []int{1}
+		if machine.Allowed >= 2 {
+			nlist = append(nlist, 2)
+		}
+	default:
+		for n := 1; n < machine.Allowed; n *= 2 {
+			nlist = append(nlist, n)
+		}
+		nlist = append(nlist, machine.Allowed)
+	}
+	return nlist, nil
+}
+
+// announce prints what the sweep will run and about how long it takes. Each mode runs the
+// workloads it serves (a peer only its own), one server start per N.
+func (f *sweepFlags) announce(stderr io.Writer) {
+	c, nlist := f.c, f.nlist
 	runs, starts := 0, 0
-	for _, m := range splitList(*modes) {
+	for _, m := range splitList(*f.modes) {
 		k := 0
 		for _, w := range splitList(c.workloads) {
 			if ceiling.ServesWorkload(m, w) {
@@ -373,32 +441,31 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 	perRun := c.d.Seconds() + c.warmup.Seconds() + 0.6
-	if len(hosts.hosts) > 0 {
-		perRun += 2 * hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
+	if len(f.hosts.hosts) > 0 {
+		perRun += 2 * f.hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
 	}
-	runs, starts = runs**repeat, starts**repeat
+	runs, starts = runs**f.repeat, starts**f.repeat
 	est := float64(runs)*perRun + float64(starts)*2.5
-	if *imbN > 1 {
+	if *f.imbN > 1 {
 		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
 	}
 	rounds := ""
-	if *repeat > 1 {
-		rounds = fmt.Sprintf(" in %d rounds", *repeat)
+	if *f.repeat > 1 {
+		rounds = fmt.Sprintf(" in %d rounds", *f.repeat)
 	}
 	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up)%s: about %.0f s\n",
-		nlist, *modes, c.workloads, runs, c.d, c.warmup, rounds, est)
+		nlist, *f.modes, c.workloads, runs, c.d, c.warmup, rounds, est)
+}
 
-	p, err := c.prepare(ctx, "sweep", log, stdout, stderr)
-	if err != nil {
-		return err
-	}
-	defer p.cleanup()
-	p.cfg.Ns = nlist
-	p.cfg.Modes = splitList(*modes)
-	p.cfg.Repeat = *repeat
-	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *imbN, *imbConns
-	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *peerHeavy, *pm2, *nginx
-	p.cfg.NginxTemplate, p.cfg.StaticRoot = *nginxConf, *staticRoot
+// configure adds the sweep's own settings to the prepared configuration.
+func (f *sweepFlags) configure(p *prepared) {
+	app, hosts := f.app, f.hosts
+	p.cfg.Ns = f.nlist
+	p.cfg.Modes = splitList(*f.modes)
+	p.cfg.Repeat = *f.repeat
+	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *f.imbN, *f.imbConns
+	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *f.peerHeavy, *f.pm2, *f.nginx
+	p.cfg.NginxTemplate, p.cfg.StaticRoot = *f.nginxConf, *f.staticRoot
 	if app.argv != nil || app.config != "" {
 		p.cfg.App, p.cfg.AppConfig = app.argv, app.config
 		p.cfg.AppPM2Script, p.cfg.AppPM2Args = app.script, app.scriptArgs
@@ -407,30 +474,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 	p.cfg.ListenHost = hosts.serverHost
-	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead, Threads: *hostThreads}
-	s, err := ceiling.NewSweeper(p.cfg)
-	if err != nil {
-		return err
-	}
-	for _, n := range s.Notes() {
-		fmt.Fprintln(stderr, "ceiling sweep:", n)
-	}
-	err = s.Sweep(ctx)
-	medians := ceiling.MedianRuns(p.sweep.Runs)
-	if *repeat > 1 || len(medians) < len(p.sweep.Runs) {
-		fmt.Fprintln(stdout, "# medians (by req/s) of each cell's runs, with their range:")
-		for _, r := range medians {
-			fmt.Fprintln(stdout, "median "+r.Line())
-		}
-	}
-	for _, c := range ceiling.ComparePeers(medians) {
-		fmt.Fprintln(stdout, c.Line())
-	}
-	if ferr := p.finish(s, stderr); err == nil {
-		err = ferr
-	}
-	fmt.Fprintln(stderr, nextStep(p.dir, medians, *repeat, c.hostBusyRepeats))
-	return err
+	p.cfg.LoadHosts = ceiling.LoadHosts{Hosts: hosts.hosts, SSH: hosts.ssh(), Lead: hosts.lead, Threads: *f.hostThreads}
 }
 
 // nextStep is the sweep's last line: the command that models its results, and how to

@@ -14,6 +14,15 @@
 // them over ssh (package loadhosts) against the server on SweepConfig.ListenHost, and
 // their results are merged (MergeOutcomes).
 //
+// The sweep's files: sweep.go holds its configuration and setup (SweepConfig, NewSweeper,
+// the cores each run is pinned to); sweepplan.go its plan and the loops that run it (Sweep,
+// NIC); measure.go the measuring of one run (Measure and its steps, from placing the
+// generator to the verdict); server.go the servers it starts. The peers: peers.go says
+// which modes are peers and finds their programs; peerstart.go starts and stops them (PM2,
+// nginx); peercompare.go compares our cluster with them. The fleet: fleet.go holds its
+// configuration and the loop over sizes and balancers; fleetmeasure.go measures one fleet
+// run; fleetreport.go and fleetplots.go summarise and draw the results.
+//
 // Non-goals: a load generator of its own (it drives bin/autocannon or wrk), statistical
 // rigour beyond one run per cell (the sweep is a map of where the ceiling lies, and each
 // run says how it was measured so it can be repeated).

@@ -50,6 +50,28 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 	b := bufio.NewWriter(w)
 	runs = MedianRuns(runs)
 	models := Fit(runs)
+	writeModels(b, models, runs, machines)
+	writePrediction(b, models, cfg)
+	writeCrossovers(b, models, cfg)
+	writePredictionTables(b, models, cfg)
+
+	v := Validate(runs, cfg.FitMaxN)
+	writeChecks(b, models, runs, v)
+	writeExtrapolation(b, v)
+
+	var own []Run // the peers and the article compare the sweep's own runs only
+	for _, r := range runs {
+		if r.Source == "" {
+			own = append(own, r)
+		}
+	}
+	writePeers(b, own)
+	writePublished(b, models)
+	return b.Flush()
+}
+
+// writeModels prints the report's title, the machines measured on, and the fitted models.
+func writeModels(b *bufio.Writer, models []Model, runs []Run, machines []Machine) {
 	fmt.Fprintf(b, "# Ceiling model\n\n")
 	seen := make(map[Machine]bool)
 	for _, m := range machines {
@@ -76,7 +98,10 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 	if unknownBytes {
 		fmt.Fprintln(b, "\nBytes per request \"unknown\": those runs (bench/scale.sh CSVs) did not record them, so no link limit applies to their models and no NIC ceiling is predicted for them.")
 	}
+}
 
+// writePrediction prints each cluster model's prediction at cfg.Cores behind cfg.LinkBits.
+func writePrediction(b *bufio.Writer, models []Model, cfg ReportConfig) {
 	link := Link{BitsPerS: cfg.LinkBits}
 	fmt.Fprintf(b, "\n## Prediction: %d cores behind %s (cluster)\n\n", cfg.Cores, linkName(cfg.LinkBits))
 	if maxN := maxClusterN(models); maxN > 0 && cfg.Cores > maxN {
@@ -101,14 +126,24 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		fmt.Fprintf(b, "| %s | %.0f | %s | %.0f | %.0f | %s | %.1f | %s |\n", m.Name(), p.RPS, p.Limit, p.CPULimit,
 			p.LinkLimit, rate(p.BytesPerS), p.GenCores, m.TermsText())
 	}
+}
 
-	fmt.Fprintf(b, "\n## Cores at which the NIC becomes the ceiling (cluster, up to %d cores)\n\n", cfg.MaxCores)
-	head := "| workload |"
-	sep := "|---|"
-	for _, l := range cfg.Links {
+// linkColumns are the header and separator of a table with a column per link.
+func linkColumns(links []float64) (head, sep string) {
+	head = "| workload |"
+	sep = "|---|"
+	for _, l := range links {
 		head += " " + linkName(l) + " |"
 		sep += "---:|"
 	}
+	return head, sep
+}
+
+// writeCrossovers prints, for each cluster model, the core count at which each link
+// becomes the ceiling.
+func writeCrossovers(b *bufio.Writer, models []Model, cfg ReportConfig) {
+	fmt.Fprintf(b, "\n## Cores at which the NIC becomes the ceiling (cluster, up to %d cores)\n\n", cfg.MaxCores)
+	head, sep := linkColumns(cfg.Links)
 	fmt.Fprintln(b, head)
 	fmt.Fprintln(b, sep)
 	for _, m := range models {
@@ -133,7 +168,11 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 		}
 		fmt.Fprintln(b, row)
 	}
+}
 
+// writePredictionTables prints each cluster model's predicted req/s by cores and link.
+func writePredictionTables(b *bufio.Writer, models []Model, cfg ReportConfig) {
+	head, sep := linkColumns(cfg.Links)
 	for _, m := range models {
 		if m.Mode != ModeCluster {
 			continue
@@ -176,20 +215,6 @@ func WriteReport(w io.Writer, runs []Run, machines []Machine, cfg ReportConfig) 
 			fmt.Fprintln(b, row)
 		}
 	}
-
-	v := Validate(runs, cfg.FitMaxN)
-	writeChecks(b, models, runs, v)
-	writeExtrapolation(b, v)
-
-	var own []Run // the peers and the article compare the sweep's own runs only
-	for _, r := range runs {
-		if r.Source == "" {
-			own = append(own, r)
-		}
-	}
-	writePeers(b, own)
-	writePublished(b, models)
-	return b.Flush()
 }
 
 // maxRepeats is the most runs any median run stands for (1: none repeated).

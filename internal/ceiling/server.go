@@ -5,10 +5,12 @@ package ceiling
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -273,4 +275,35 @@ func servingAddr(logPath string) string {
 		}
 	}
 	return ""
+}
+
+// Tail is the last n bytes of b, trimmed: the end of a process's output for an error.
+func Tail(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// CopyFile copies the database src to dst, removing dst's -wal and -shm first: a fresh copy
+// of the seed for a server.
+func CopyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for _, suf := range []string{"-wal", "-shm"} {
+		os.Remove(dst + suf)
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

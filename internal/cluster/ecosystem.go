@@ -137,219 +137,302 @@ func ParseEcosystem(r io.Reader, envName string) ([]App, error) {
 }
 
 // parseApp reads one app object; at names it in errors (apps[i]). hasEnv says whether it
-// has env_NAME.
+// has env_NAME. Its steps: the fields, one by one (readFields); then what PM2 derives from
+// them (derive), the environment and the port (envFields), the log file (logFile), and
+// last our own config built from them, decoded and validated as any config (config).
 func parseApp(app *yaml.Node, at, envName string) (App, bool, error) {
 	if app.Kind != yaml.MappingNode {
 		return App{}, false, fmt.Errorf("%s: not an object", at)
 	}
-	// Our own document, field by field, then decoded and validated as any config.
-	ours := &yaml.Node{Kind: yaml.MappingNode}
-	put := func(k string, v *yaml.Node) {
-		ours.Content = append(ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
+	a := &pm2App{at: at, ours: &yaml.Node{Kind: yaml.MappingNode}}
+	if err := a.readFields(app, envName); err != nil {
+		return App{}, false, err
 	}
-	var e App
-	var script, interpreter, mode string
-	var args, nodeArgs []string
-	var env, envSel, port *yaml.Node
-	var logs []string
-	var mergeLogs *bool // nil: not given (PM2's default is false)
-	var stamp, hasFormat, hasInstances bool
+	if err := a.derive(); err != nil {
+		return App{}, false, err
+	}
+	if err := a.envFields(); err != nil {
+		return App{}, false, err
+	}
+	if err := a.logFile(); err != nil {
+		return App{}, false, err
+	}
+	if err := a.config(); err != nil {
+		return App{}, false, err
+	}
+	return a.e, a.envSel != nil, nil
+}
+
+// pm2App is one app of an ecosystem file while parseApp reads it: our own config document,
+// built field by field, and the PM2 fields read by hand.
+type pm2App struct {
+	at   string     // the app in errors: apps[i]
+	ours *yaml.Node // our config document: a mapping
+	e    App
+
+	script, interpreter, mode string
+	args, nodeArgs            []string
+	command                   []string
+	env, envSel, port         *yaml.Node
+	logs                      []string
+	mergeLogs                 *bool // nil: not given (PM2's default is false)
+	stamp, hasFormat          bool
+	hasInstances              bool
+}
+
+// put adds the field k of our config document.
+func (a *pm2App) put(k string, v *yaml.Node) {
+	a.ours.Content = append(a.ours.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
+}
+
+// readFields reads each field of the app object in order: env_NAME kept for envName, a field
+// of ours passed on, one that means nothing here ignored or warned about, one refused unless
+// at PM2's default, and the rest read by hand (byHand). A field PM2 does not know is an error.
+func (a *pm2App) readFields(app *yaml.Node, envName string) error {
 	for i := 0; i+1 < len(app.Content); i += 2 {
 		k, v := app.Content[i].Value, app.Content[i+1]
 		if strings.HasPrefix(k, "env_") {
 			if k == "env_"+envName {
-				envSel = v
+				a.envSel = v
 			}
 			continue
 		}
 		f, known := pm2Fields[k]
 		if !known {
-			return App{}, false, unknownField(at, k)
+			return unknownField(a.at, k)
 		}
 		switch f.kind {
 		case fieldTaken:
 			switch f.ours {
 			case "log_date_format":
-				hasFormat = true
+				a.hasFormat = true
 			case "instances":
-				hasInstances = true
+				a.hasInstances = true
 			}
-			put(f.ours, v)
+			a.put(f.ours, v)
 			continue
 		case fieldIgnored:
 			continue
 		case fieldWarned:
 			if !f.atDefault(v) {
-				e.Warnings = append(e.Warnings, fmt.Sprintf("%s.%s: ignored: %s", at, k, f.why))
+				a.e.Warnings = append(a.e.Warnings, fmt.Sprintf("%s.%s: ignored: %s", a.at, k, f.why))
 			}
 			continue
 		case fieldRefused:
 			if f.atDefault(v) {
 				continue
 			}
-			return App{}, false, fmt.Errorf("%s.%s: not supported here: %s", at, k, f.why)
+			return fmt.Errorf("%s.%s: not supported here: %s", a.at, k, f.why)
 		}
-		var err error
-		switch f.ours {
-		case "name":
-			err = v.Decode(&e.Name)
-		case "script":
-			err = v.Decode(&script)
-		case "interpreter":
-			err = v.Decode(&interpreter)
-		case "args", "node_args":
-			var l []string
-			if v.Kind == yaml.SequenceNode {
-				err = v.Decode(&l)
-			} else {
-				var s string
-				if err = v.Decode(&s); err == nil {
-					l = strings.Fields(s) // PM2 splits a string on spaces too
-				}
-			}
-			if f.ours == "args" {
-				args = l
-			} else {
-				nodeArgs = l
-			}
-		case "exec_mode":
-			if err = v.Decode(&mode); err == nil {
-				switch mode { // PM2 takes both spellings
-				case "cluster", "cluster_mode":
-					mode = ExecCluster
-				case "fork", "fork_mode":
-					mode = ExecFork
-				default:
-					err = fmt.Errorf("%q: want cluster (every instance on the shared port) or fork (each a process of its own, no shared port)", mode)
-				}
-			}
-		case "env":
-			env = v
-		case "port": // PM2's shortcut for env.PORT
-			port = v
-		case "time":
-			err = v.Decode(&stamp)
-		case "stop_exit_codes": // a code or a list of them
-			if v.Kind == yaml.ScalarNode {
-				v = &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{v}}
-			}
-			put("stop_exit_codes", v)
-		case "merge_logs":
-			var m bool
-			if err = v.Decode(&m); err == nil {
-				mergeLogs = &m
-			}
-		case "out_file", "error_file", "log_file":
-			if v.Tag == "!!bool" {
-				if v.Value == "true" { // PM2's log_file: true is its own default path
-					err = errors.New("true: PM2's default log path under ~/.pm2 is not used here: give a path, or drop it and run with -log-dir DIR for one file per instance")
-				}
-				break
-			}
-			var p string
-			if err = v.Decode(&p); err == nil && p != "" {
-				logs = append(logs, p)
-			}
-		}
-		if err != nil {
-			return App{}, false, fmt.Errorf("%s.%s: %w", at, k, err)
+		if err := a.byHand(f.ours, v); err != nil {
+			return fmt.Errorf("%s.%s: %w", a.at, k, err)
 		}
 	}
-	if stamp && !hasFormat { // PM2's time: true
-		put("log_date_format", &yaml.Node{Kind: yaml.ScalarNode, Value: DefaultLogDateFormat})
+	return nil
+}
+
+// byHand reads a field that is not one of ours as it is: ours is its canonical name.
+func (a *pm2App) byHand(ours string, v *yaml.Node) error {
+	var err error
+	switch ours {
+	case "name":
+		err = v.Decode(&a.e.Name)
+	case "script":
+		err = v.Decode(&a.script)
+	case "interpreter":
+		err = v.Decode(&a.interpreter)
+	case "args":
+		a.args, err = pm2List(v)
+	case "node_args":
+		a.nodeArgs, err = pm2List(v)
+	case "exec_mode":
+		a.mode, err = pm2ExecMode(v)
+	case "env":
+		a.env = v
+	case "port": // PM2's shortcut for env.PORT
+		a.port = v
+	case "time":
+		err = v.Decode(&a.stamp)
+	case "stop_exit_codes": // a code or a list of them
+		if v.Kind == yaml.ScalarNode {
+			v = &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{v}}
+		}
+		a.put("stop_exit_codes", v)
+	case "merge_logs":
+		var m bool
+		if err = v.Decode(&m); err == nil {
+			a.mergeLogs = &m
+		}
+	case "out_file", "error_file", "log_file":
+		var p string
+		if p, err = pm2LogPath(v); err == nil && p != "" {
+			a.logs = append(a.logs, p)
+		}
 	}
-	if script == "" {
-		return App{}, false, fmt.Errorf("%s.script: missing: the program to run", at)
+	return err
+}
+
+// pm2List reads args or node_args: a list, or a string PM2 splits on spaces too.
+func pm2List(v *yaml.Node) ([]string, error) {
+	var l []string
+	if v.Kind == yaml.SequenceNode {
+		err := v.Decode(&l)
+		return l, err
 	}
-	if e.Name == "" { // PM2's default name
-		e.Name = strings.TrimSuffix(filepath.Base(script), filepath.Ext(script))
+	var s string
+	if err := v.Decode(&s); err != nil {
+		return l, err
 	}
-	if err := checkAppName(e.Name); err != nil {
-		return App{}, false, fmt.Errorf("%s.name: %w", at, err)
+	return strings.Fields(s), nil
+}
+
+// pm2ExecMode reads exec_mode, in either of PM2's spellings.
+func pm2ExecMode(v *yaml.Node) (string, error) {
+	var mode string
+	if err := v.Decode(&mode); err != nil {
+		return mode, err
 	}
-	command := ecosystemCommand(script, interpreter, nodeArgs, args)
-	if mode == "" {
+	switch mode {
+	case "cluster", "cluster_mode":
+		return ExecCluster, nil
+	case "fork", "fork_mode":
+		return ExecFork, nil
+	}
+	return mode, fmt.Errorf("%q: want cluster (every instance on the shared port) or fork (each a process of its own, no shared port)", mode)
+}
+
+// pm2LogPath reads out_file, error_file or log_file: a path, "" for none; false is none too.
+func pm2LogPath(v *yaml.Node) (string, error) {
+	if v.Tag == "!!bool" {
+		if v.Value == "true" { // PM2's log_file: true is its own default path
+			return "", errors.New("true: PM2's default log path under ~/.pm2 is not used here: give a path, or drop it and run with -log-dir DIR for one file per instance")
+		}
+		return "", nil
+	}
+	var p string
+	err := v.Decode(&p)
+	return p, err
+}
+
+// derive completes what PM2 derives from the fields read: the log stamp of time: true, the
+// app's name, its command line and its exec_mode.
+func (a *pm2App) derive() error {
+	if a.stamp && !a.hasFormat { // PM2's time: true
+		a.put("log_date_format", &yaml.Node{Kind: yaml.ScalarNode, Value: DefaultLogDateFormat})
+	}
+	if a.script == "" {
+		return fmt.Errorf("%s.script: missing: the program to run", a.at)
+	}
+	if a.e.Name == "" { // PM2's default name
+		a.e.Name = strings.TrimSuffix(filepath.Base(a.script), filepath.Ext(a.script))
+	}
+	if err := checkAppName(a.e.Name); err != nil {
+		return fmt.Errorf("%s.name: %w", a.at, err)
+	}
+	a.command = ecosystemCommand(a.script, a.interpreter, a.nodeArgs, a.args)
+	if a.mode == "" {
 		// PM2's default: cluster mode for an app given instances, else fork (one process
 		// that binds what it wants itself), as `pm2 start` runs it. (PM2 makes only Node
 		// apps clusters; here any program that takes the slot's socket is one.)
-		mode = ExecFork
-		if hasInstances {
-			mode = ExecCluster
+		a.mode = ExecFork
+		if a.hasInstances {
+			a.mode = ExecCluster
 		}
 	}
-	if len(nodeArgs) > 0 && interpreter == "none" {
-		return App{}, false, fmt.Errorf("%s.node_args: %q with interpreter: none: there is no interpreter to pass them to: drop node_args, or name the interpreter", at, nodeArgs)
+	if len(a.nodeArgs) > 0 && a.interpreter == "none" {
+		return fmt.Errorf("%s.node_args: %q with interpreter: none: there is no interpreter to pass them to: drop node_args, or name the interpreter", a.at, a.nodeArgs)
 	}
-	put("exec_mode", &yaml.Node{Kind: yaml.ScalarNode, Value: mode})
-	if env != nil || envSel != nil || port != nil {
-		merged := map[string]string{}
-		if port != nil {
-			var p string
-			if err := port.Decode(&p); err != nil {
-				return App{}, false, fmt.Errorf("%s.port: %w", at, err)
-			}
-			merged["PORT"] = p // env.PORT, when given, wins (applied after)
-		}
-		for _, n := range []*yaml.Node{env, envSel} {
-			if n == nil {
-				continue
-			}
-			var m map[string]string
-			if err := n.Decode(&m); err != nil {
-				return App{}, false, fmt.Errorf("%s.env: %w", at, err)
-			}
-			for k, v := range m {
-				merged[k] = v
-			}
-		}
-		// In fork mode the program binds PORT itself, as under PM2: no socket of ours.
-		if port, ok := merged["PORT"]; ok && mode != ExecFork {
-			listen, err := ecosystemListen(port, merged["HOST"])
-			if err != nil {
-				return App{}, false, fmt.Errorf("%s.env.PORT: %w", at, err)
-			}
-			put("listen", &yaml.Node{Kind: yaml.ScalarNode, Value: listen})
-		}
-		var n yaml.Node
-		if err := n.Encode(merged); err != nil {
-			return App{}, false, fmt.Errorf("%s.env: %w", at, err)
-		}
-		put("env", &n)
+	a.put("exec_mode", &yaml.Node{Kind: yaml.ScalarNode, Value: a.mode})
+	return nil
+}
+
+// envFields merges port, env and env_NAME (in that order, the later winning) into our env,
+// and in cluster mode makes PORT (and HOST) the address we listen on.
+func (a *pm2App) envFields() error {
+	if a.env == nil && a.envSel == nil && a.port == nil {
+		return nil
 	}
-	if len(logs) > 0 {
-		slices.Sort(logs)
-		if logs = slices.Compact(logs); len(logs) > 1 {
-			// A worker's stdout and stderr are one pipe here, logged line by line in order;
-			// two files would need two pipes per worker and two log sinks.
-			return App{}, false, fmt.Errorf("%s.out_file, error_file: %v: separate files for stdout and stderr are not supported here (a worker's output is one stream); "+
-				"give out_file and error_file the same path, or log_file alone, with merge_logs: true", at, logs)
+	merged := map[string]string{}
+	if a.port != nil {
+		var p string
+		if err := a.port.Decode(&p); err != nil {
+			return fmt.Errorf("%s.port: %w", a.at, err)
 		}
-		// PM2's merge_logs defaults to false, and then each instance writes a file of its
-		// own (NAME-0.log, NAME-1.log); one merged file where PM2 would write several would
-		// surprise, so an unset merge_logs is refused like false, with what to write instead.
-		switch {
-		case mergeLogs == nil:
-			return App{}, false, fmt.Errorf("%s.merge_logs: not set, and PM2 then writes one file per instance beside %s: "+
-				"set merge_logs: true for one file at %s, or drop out_file/error_file/log_file and run with -log-dir DIR for one file per instance (DIR/worker-SLOT.log)", at, logs[0], logs[0])
-		case !*mergeLogs:
-			return App{}, false, fmt.Errorf("%s.merge_logs: false: one file per instance is -log-dir DIR here (DIR/worker-SLOT.log) instead of out_file; set merge_logs: true for one file", at)
-		}
-		e.LogFile = logs[0]
+		merged["PORT"] = p // env.PORT, when given, wins (applied after)
 	}
+	for _, n := range []*yaml.Node{a.env, a.envSel} {
+		if n == nil {
+			continue
+		}
+		var m map[string]string
+		if err := n.Decode(&m); err != nil {
+			return fmt.Errorf("%s.env: %w", a.at, err)
+		}
+		for k, v := range m {
+			merged[k] = v
+		}
+	}
+	// In fork mode the program binds PORT itself, as under PM2: no socket of ours.
+	if port, ok := merged["PORT"]; ok && a.mode != ExecFork {
+		listen, err := ecosystemListen(port, merged["HOST"])
+		if err != nil {
+			return fmt.Errorf("%s.env.PORT: %w", a.at, err)
+		}
+		a.put("listen", &yaml.Node{Kind: yaml.ScalarNode, Value: listen})
+	}
+	var n yaml.Node
+	if err := n.Encode(merged); err != nil {
+		return fmt.Errorf("%s.env: %w", a.at, err)
+	}
+	a.put("env", &n)
+	return nil
+}
+
+// logFile makes out_file, error_file and log_file the app's one log file, when they name
+// one path and merge_logs is true.
+func (a *pm2App) logFile() error {
+	if len(a.logs) == 0 {
+		return nil
+	}
+	logs := a.logs
+	slices.Sort(logs)
+	if logs = slices.Compact(logs); len(logs) > 1 {
+		// A worker's stdout and stderr are one pipe here, logged line by line in order;
+		// two files would need two pipes per worker and two log sinks.
+		return fmt.Errorf("%s.out_file, error_file: %v: separate files for stdout and stderr are not supported here (a worker's output is one stream); "+
+			"give out_file and error_file the same path, or log_file alone, with merge_logs: true", a.at, logs)
+	}
+	// PM2's merge_logs defaults to false, and then each instance writes a file of its
+	// own (NAME-0.log, NAME-1.log); one merged file where PM2 would write several would
+	// surprise, so an unset merge_logs is refused like false, with what to write instead.
+	switch {
+	case a.mergeLogs == nil:
+		return fmt.Errorf("%s.merge_logs: not set, and PM2 then writes one file per instance beside %s: "+
+			"set merge_logs: true for one file at %s, or drop out_file/error_file/log_file and run with -log-dir DIR for one file per instance (DIR/worker-SLOT.log)", a.at, logs[0], logs[0])
+	case !*a.mergeLogs:
+		return fmt.Errorf("%s.merge_logs: false: one file per instance is -log-dir DIR here (DIR/worker-SLOT.log) instead of out_file; set merge_logs: true for one file", a.at)
+	}
+	a.e.LogFile = logs[0]
+	return nil
+}
+
+// config adds the command line to our document, and decodes and validates it as any
+// config: the app's Config.
+func (a *pm2App) config() error {
 	var cmdNode yaml.Node
-	if err := cmdNode.Encode(command); err != nil {
-		return App{}, false, err
+	if err := cmdNode.Encode(a.command); err != nil {
+		return err
 	}
-	put("command", &cmdNode)
+	a.put("command", &cmdNode)
 	var c Config
-	if err := ours.Decode(&c); err != nil {
-		return App{}, false, fmt.Errorf("%s: %w", at, nameField(ours, err))
+	if err := a.ours.Decode(&c); err != nil {
+		return fmt.Errorf("%s: %w", a.at, nameField(a.ours, err))
 	}
 	if err := c.Validate(); err != nil {
-		return App{}, false, fmt.Errorf("%s: %w", at, err)
+		return fmt.Errorf("%s: %w", a.at, err)
 	}
-	e.Config = c
-	return e, envSel != nil, nil
+	a.e.Config = c
+	return nil
 }
 
 // checkAppName refuses names the commands could not take: an app name is an argument of
