@@ -21,28 +21,46 @@ import (
 
 // runClient sends one command to the running supervisor's control socket.
 func runClient(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	r, err := parseClientArgs(cmd, args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return r.send(ctx, stdout, stderr)
+}
+
+// clientRequest is one client command as its flags and arguments give it.
+type clientRequest struct {
+	cmd                        string
+	socket                     string
+	asJSON                     bool   // status, describe
+	binary                     string // upgrade
+	updateEnv                  bool   // reload, restart
+	lines                      int    // logs
+	follow                     bool
+	lo                         logsOptions // logs' PM2 flags (logprint.go)
+	appName, logSlot, scaleArg string
+}
+
+// parseClientArgs reads cmd's flags and arguments, and finds the control socket.
+func parseClientArgs(cmd string, args []string, getenv func(string) string, stderr io.Writer) (*clientRequest, error) {
+	r := &clientRequest{cmd: cmd, lines: 15}
 	fs := flag.NewFlagSet("supervisor "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
-	asJSON := false
+	fs.StringVar(&r.socket, "socket", defaultSocket(getenv), "control socket path")
 	if cmd == "status" || cmd == "describe" {
-		fs.BoolVar(&asJSON, "json", false, "print it as JSON")
+		fs.BoolVar(&r.asJSON, "json", false, "print it as JSON")
 	}
-	binary := ""
 	if cmd == "upgrade" {
-		fs.StringVar(&binary, "binary", "", "the new supervisor binary (default: the path the running one was started from, where a deploy puts the new one)")
+		fs.StringVar(&r.binary, "binary", "", "the new supervisor binary (default: the path the running one was started from, where a deploy puts the new one)")
 	}
-	updateEnv := false
 	if cmd == "reload" || cmd == "restart" {
-		fs.BoolVar(&updateEnv, "update-env", false, "read the configuration file again (with run's -env NAME) and roll its env into every worker (pm2 --update-env); other fields changed are named, not applied")
+		fs.BoolVar(&r.updateEnv, "update-env", false, "read the configuration file again (with run's -env NAME) and roll its env into every worker (pm2 --update-env); other fields changed are named, not applied")
 	}
-	lines, follow := 15, false
-	var lo logsOptions // logs' PM2 flags (logprint.go)
 	if cmd == "logs" {
-		fs.IntVar(&lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
-		fs.BoolVar(&follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
-		fs.IntVar(&lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
-		lo.flags(fs)
+		fs.IntVar(&r.lines, "n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
+		fs.BoolVar(&r.follow, "f", false, "then keep printing new lines until interrupted (pm2 logs)")
+		fs.IntVar(&r.lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
+		r.lo.flags(fs)
 		args = timestampArg(args)
 	}
 	// Arguments may come before the flags, in pm2's order (`scale api +1`, `logs api 0`),
@@ -52,52 +70,60 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		pos, args = append(pos, args[0]), args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	// logs takes its flags anywhere, as pm2 logs (`logs -socket S api --lines 5 --err`).
 	for rest := fs.Args(); cmd == "logs" && len(rest) > 1; rest = fs.Args() {
 		pos = append(pos, rest[0])
 		if err := fs.Parse(timestampArg(rest[1:])); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	pos = append(pos, fs.Args()...)
-	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
-		return err
+	if err := findSocket(fs, &r.socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
+		return nil, err
 	}
-	if err := checkSocketPath(*socket); err != nil {
-		return err
+	if err := checkSocketPath(r.socket); err != nil {
+		return nil, err
 	}
-	var appName, logSlot, scaleArg string
+	if err := r.arguments(pos); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// arguments reads the command's arguments (pos) into r.
+func (r *clientRequest) arguments(pos []string) error {
+	cmd := r.cmd
 	switch cmd {
 	case "logs": // [APP] [SLOT]
 		for i, a := range pos {
 			switch {
-			case i > 1 || logSlot != "":
+			case i > 1 || r.logSlot != "":
 				return fmt.Errorf("logs: unexpected argument %q: want [APP] [SLOT]", a)
 			case isNumber(a):
 				if n, _ := strconv.Atoi(a); n < 0 {
 					return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", a)
 				}
-				logSlot = a
+				r.logSlot = a
 			case i == 0:
-				appName = a
+				r.appName = a
 			default:
 				return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", a)
 			}
 		}
-		if lines < 0 {
-			return fmt.Errorf("logs: -n %d: want a count >= 0", lines)
+		if r.lines < 0 {
+			return fmt.Errorf("logs: -n %d: want a count >= 0", r.lines)
 		}
-		if err := lo.check(); err != nil {
+		if err := r.lo.check(); err != nil {
 			return fmt.Errorf("logs: %w", err)
 		}
 	case "scale": // [APP] N|+N|-N
 		switch len(pos) {
 		case 1:
-			scaleArg = pos[0]
+			r.scaleArg = pos[0]
 		case 2:
-			appName, scaleArg = pos[0], pos[1]
+			r.appName, r.scaleArg = pos[0], pos[1]
 		default:
 			return fmt.Errorf("scale: want [APP] N, +N or -N")
 		}
@@ -105,61 +131,76 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		if len(pos) > 0 {
 			return fmt.Errorf("upgrade: unexpected argument %q: the whole supervisor is upgraded (-binary PATH names the new one)", pos[0])
 		}
-		if binary != "" {
-			abs, err := filepath.Abs(binary)
+		if r.binary != "" {
+			abs, err := filepath.Abs(r.binary)
 			if err != nil {
 				return fmt.Errorf("upgrade: %w", err)
 			}
-			binary = abs
+			r.binary = abs
 		}
 	default: // status, reload, restart, stop: [APP]
 		if len(pos) > 1 {
 			return fmt.Errorf("%s: unexpected argument %q: want at most one APP", cmd, pos[1])
 		}
 		if len(pos) == 1 {
-			appName = pos[0]
+			r.appName = pos[0]
 		}
 	}
-	if cmd == "delete" && appName == "" {
+	if cmd == "delete" && r.appName == "" {
 		return fmt.Errorf("delete: name the app to delete (or all; supervisor kill stops the whole supervisor)")
 	}
-	if appName != "" && isNumber(appName) {
-		return fmt.Errorf("%s: %q: want an app's name (supervisor status lists them), not a number", cmd, appName)
+	if r.appName != "" && isNumber(r.appName) {
+		return fmt.Errorf("%s: %q: want an app's name (supervisor status lists them), not a number", cmd, r.appName)
 	}
-	c := controlClient(*socket)
+	return nil
+}
+
+// target is the method and path (with its query) the command asks for.
+func (r *clientRequest) target() (method, path string, err error) {
 	method, q := "POST", url.Values{}
-	if appName != "" {
-		q.Set("app", appName)
+	if r.appName != "" {
+		q.Set("app", r.appName)
 	}
-	switch cmd {
+	switch r.cmd {
 	case "status", "describe":
 		method = "GET"
 	case "logs":
 		method = "GET"
-		q.Set("n", strconv.Itoa(lines))
-		if logSlot != "" {
-			q.Set("slot", logSlot)
+		q.Set("n", strconv.Itoa(r.lines))
+		if r.logSlot != "" {
+			q.Set("slot", r.logSlot)
 		}
-		if follow {
+		if r.follow {
 			q.Set("follow", "1")
 		}
-		lo.query(q)
+		r.lo.query(q)
 	case "scale":
-		if _, _, err := cluster.ParseScale(scaleArg); err != nil {
-			return fmt.Errorf("scale: %w", err)
+		if _, _, err := cluster.ParseScale(r.scaleArg); err != nil {
+			return "", "", fmt.Errorf("scale: %w", err)
 		}
-		q.Set("n", scaleArg)
+		q.Set("n", r.scaleArg)
 	case "upgrade":
-		if binary != "" {
-			q.Set("binary", binary)
+		if r.binary != "" {
+			q.Set("binary", r.binary)
 		}
 	}
-	if updateEnv {
+	if r.updateEnv {
 		q.Set("update_env", "1")
 	}
-	path := "/" + cmd
+	path = "/" + r.cmd
 	if len(q) > 0 {
 		path += "?" + q.Encode()
+	}
+	return method, path, nil
+}
+
+// send sends the command and prints the supervisor's reply.
+func (r *clientRequest) send(ctx context.Context, stdout, stderr io.Writer) error {
+	cmd := r.cmd
+	c := controlClient(r.socket)
+	method, path, err := r.target()
+	if err != nil {
+		return err
 	}
 	if cmd == "status" {
 		// Status must not hang on a wedged supervisor; reload and scale may legitimately
@@ -174,11 +215,11 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach the supervisor at %s (is `supervisor run` running?): %w", *socket, err)
+		return fmt.Errorf("reach the supervisor at %s (is `supervisor run` running?): %w", r.socket, err)
 	}
 	defer resp.Body.Close()
 	if cmd == "logs" && resp.StatusCode == http.StatusOK {
-		err := lo.print(resp.Body, stdout, stderr) // until the end, or ^C with -f
+		err := r.lo.print(resp.Body, stdout, stderr) // until the end, or ^C with -f
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("logs: %w", err)
 		}
@@ -195,7 +236,13 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 		return fmt.Errorf("%s: %s", cmd, resp.Status)
 	}
-	if updateEnv { // what the file's env changed, and what else it changed that a reload does not take
+	return r.printReply(ctx, c, resp.StatusCode, body, stdout)
+}
+
+// printReply prints a successful reply as the command's output.
+func (r *clientRequest) printReply(ctx context.Context, c *http.Client, code int, body []byte, stdout io.Writer) error {
+	cmd, socket := r.cmd, r.socket
+	if r.updateEnv { // what the file's env changed, and what else it changed that a reload does not take
 		var nr notesReply
 		if json.Unmarshal(body, &nr) == nil {
 			for _, n := range nr.Notes {
@@ -205,7 +252,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	}
 	switch cmd {
 	case "status":
-		if asJSON {
+		if r.asJSON {
 			_, err := stdout.Write(body)
 			return err
 		}
@@ -215,7 +262,7 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 		printTable(stdout, st)
 	case "describe":
-		if asJSON {
+		if r.asJSON {
 			_, err := stdout.Write(body)
 			return err
 		}
@@ -226,16 +273,16 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 		printDescribe(stdout, d)
 	case "start", "delete":
 		fmt.Fprintln(stdout, map[string]string{"start": "started", "delete": "deleted"}[cmd])
-		return printStatus(ctx, c, *socket, stdout)
+		return printStatus(ctx, c, socket, stdout)
 	case "flush":
-		var r struct{ Files []string }
-		if err := json.Unmarshal(body, &r); err != nil {
+		var f struct{ Files []string }
+		if err := json.Unmarshal(body, &f); err != nil {
 			return fmt.Errorf("decode flush: %w", err)
 		}
-		if len(r.Files) == 0 {
+		if len(f.Files) == 0 {
 			fmt.Fprintln(stdout, "flushed: no log file (the supervisor logs to its stderr; supervisor start keeps files)")
 		}
-		for _, f := range r.Files {
+		for _, f := range f.Files {
 			fmt.Fprintln(stdout, "flushed", f)
 		}
 	case "reload":
@@ -243,18 +290,18 @@ func runClient(ctx context.Context, cmd string, args []string, getenv func(strin
 	case "restart":
 		// As pm2 does after restart and scale, the table, so the new workers are seen.
 		fmt.Fprintln(stdout, "restarted")
-		return printStatus(ctx, c, *socket, stdout)
+		return printStatus(ctx, c, socket, stdout)
 	case "scale":
 		fmt.Fprintln(stdout, "scaled")
-		return printStatus(ctx, c, *socket, stdout)
+		return printStatus(ctx, c, socket, stdout)
 	case "upgrade":
 		// The running image answered and re-executes: wait for the new one's table.
 		fmt.Fprintln(stdout, "upgrading")
-		return waitUpgraded(ctx, c, *socket, stdout)
+		return waitUpgraded(ctx, c, socket, stdout)
 	case "stop":
-		if resp.StatusCode == http.StatusOK { // one app, stopped by now
+		if code == http.StatusOK { // one app, stopped by now
 			fmt.Fprintln(stdout, "stopped")
-			return printStatus(ctx, c, *socket, stdout)
+			return printStatus(ctx, c, socket, stdout)
 		}
 		fmt.Fprintln(stdout, "stopping")
 	}

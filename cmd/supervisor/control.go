@@ -235,91 +235,126 @@ func operatorOnly(fl *fleet, log *zap.Logger, next http.Handler) http.Handler {
 // workers (operatorOnly).
 func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(v)
+	c := &controlAPI{fl: fl, log: log, ring: ring, stop: stop, up: up}
+	mux.HandleFunc("GET /status", c.status)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /logs", c.logs)
+	c.clusterRoutes(mux)
+	mux.HandleFunc("POST /upgrade", c.upgrade)
+	c.drainRoutes(mux)
+	pm2Routes(mux, fl, reply, fail) // start APP, delete, flush, save, describe (pm2.go)
+	mux.HandleFunc("POST /stop", c.stopRoute)
+	return operatorOnly(fl, log, mux)
+}
+
+// controlAPI is what controlHandler's routes act on.
+type controlAPI struct {
+	fl   *fleet
+	log  *zap.Logger
+	ring *logRing
+	stop chan<- struct{}
+	up   *upgrader
+}
+
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// fail is the one place errors become statuses: a name the fleet lacks is 404, a stopped
+// cluster 503, a bad argument 400 (ParseScale's, before this), the rest a conflict
+// with what the cluster is doing (a reload aborted, a scale refused).
+func fail(w http.ResponseWriter, err error) {
+	code := http.StatusConflict
+	switch {
+	case errors.Is(err, errUnknownApp), errors.Is(err, errNoWorker):
+		code = http.StatusNotFound
+	case errors.Is(err, cluster.ErrStopped):
+		code = http.StatusServiceUnavailable
 	}
-	// The one place errors become statuses: a name the fleet lacks is 404, a stopped
-	// cluster 503, a bad argument 400 (ParseScale's, before this), the rest a conflict
-	// with what the cluster is doing (a reload aborted, a scale refused).
-	fail := func(w http.ResponseWriter, err error) {
-		code := http.StatusConflict
-		switch {
-		case errors.Is(err, errUnknownApp), errors.Is(err, errNoWorker):
-			code = http.StatusNotFound
-		case errors.Is(err, cluster.ErrStopped):
-			code = http.StatusServiceUnavailable
-		}
-		reply(w, code, errorReply{err.Error()})
+	reply(w, code, errorReply{err.Error()})
+}
+
+func badRequest(w http.ResponseWriter, err error) {
+	reply(w, http.StatusBadRequest, errorReply{err.Error()})
+}
+
+func replyOK(w http.ResponseWriter) { reply(w, http.StatusOK, map[string]bool{"ok": true}) }
+
+// replyNotes is a success with what the operator should know of it.
+func replyNotes(w http.ResponseWriter, notes []string) {
+	if notes == nil {
+		replyOK(w)
+		return
 	}
-	badRequest := func(w http.ResponseWriter, err error) { reply(w, http.StatusBadRequest, errorReply{err.Error()}) }
-	ok := func(w http.ResponseWriter) { reply(w, http.StatusOK, map[string]bool{"ok": true}) }
-	okNotes := func(w http.ResponseWriter, notes []string) { // what the operator should know of a success
-		if notes == nil {
-			ok(w)
+	reply(w, http.StatusOK, notesReply{OK: true, Notes: notes})
+}
+
+// status is GET /status.
+func (c *controlAPI) status(w http.ResponseWriter, r *http.Request) {
+	st, err := c.fl.status(r.URL.Query().Get("app"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st.UpgradeError, _ = c.up.failed.Load().(string)
+	st.Drained, st.Agent = c.fl.drained.Load(), c.fl.agentAddr
+	reply(w, http.StatusOK, st)
+}
+
+// logs is GET /logs?n=15&app=A&slot=S&follow=1: the last n lines (of app A's slot S, or
+// all), then, with follow, every new one as it is written, until the client goes.
+func (c *controlAPI) logs(w http.ResponseWriter, r *http.Request) {
+	fl := c.fl
+	q := r.URL.Query()
+	sel := lineFilter{slot: -2}
+	n := 15
+	if v := q.Get("n"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+			badRequest(w, fmt.Errorf("n: %q is not a count", v))
 			return
 		}
-		reply(w, http.StatusOK, notesReply{OK: true, Notes: notes})
 	}
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		st, err := fl.status(r.URL.Query().Get("app"))
-		if err != nil {
+	if v := q.Get("slot"); v != "" {
+		var err error
+		if sel.slot, err = strconv.Atoi(v); err != nil || sel.slot < 0 {
+			badRequest(w, fmt.Errorf("slot: %q is not a slot number", v))
+			return
+		}
+	}
+	if v := q.Get("app"); v != "" && v != "all" && !fl.isLabel(v) {
+		if _, err := fl.pick(v); err != nil {
 			fail(w, err)
 			return
 		}
-		st.UpgradeError, _ = up.failed.Load().(string)
-		st.Drained, st.Agent = fl.drained.Load(), fl.agentAddr
-		reply(w, http.StatusOK, st)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// GET /logs?n=15&app=A&slot=S&follow=1: the last n lines (of app A's slot S, or all),
-	// then, with follow, every new one as it is written, until the client goes.
-	mux.HandleFunc("GET /logs", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		sel := lineFilter{slot: -2}
-		n := 15
-		if v := q.Get("n"); v != "" {
-			var err error
-			if n, err = strconv.Atoi(v); err != nil || n < 0 {
-				badRequest(w, fmt.Errorf("n: %q is not a count", v))
-				return
-			}
-		}
-		if v := q.Get("slot"); v != "" {
-			var err error
-			if sel.slot, err = strconv.Atoi(v); err != nil || sel.slot < 0 {
-				badRequest(w, fmt.Errorf("slot: %q is not a slot number", v))
-				return
-			}
-		}
-		if v := q.Get("app"); v != "" && v != "all" && !fl.isLabel(v) {
-			if _, err := fl.pick(v); err != nil {
-				fail(w, err)
-				return
-			}
-			sel.app = v
-		}
-		// The rest (logprint.go): &format=raw|json, &timestamp=FORMAT, &type=out|err,
-		// &apps=1 (the apps' lines only); a slot no app has is an error.
-		p, err := logsQuery(q, &sel)
-		if err != nil {
-			badRequest(w, err)
+		sel.app = v
+	}
+	// The rest (logprint.go): &format=raw|json, &timestamp=FORMAT, &type=out|err,
+	// &apps=1 (the apps' lines only); a slot no app has is an error.
+	p, err := logsQuery(q, &sel)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	if sel.slot >= 0 {
+		if err := fl.hasSlot(sel.app, sel.slot); err != nil {
+			fail(w, err)
 			return
 		}
-		if sel.slot >= 0 {
-			if err := fl.hasSlot(sel.app, sel.slot); err != nil {
-				fail(w, err)
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		flush := func() {}
-		if f, ok := w.(http.Flusher); ok {
-			flush = f.Flush
-		}
-		ring.follow(r.Context(), func(l ringLine) { p.print(w, w, l) }, flush, sel, n, q.Get("follow") == "1")
-	})
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok {
+		flush = f.Flush
+	}
+	c.ring.follow(r.Context(), func(l ringLine) { p.print(w, w, l) }, flush, sel, n, q.Get("follow") == "1")
+}
+
+// clusterRoutes are POST /reload, /restart and /scale.
+func (c *controlAPI) clusterRoutes(mux *http.ServeMux) {
+	fl := c.fl
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		notes, err := fl.updateEnvIf(r) // ?update_env=1 (updateenv.go)
 		if err != nil {
@@ -330,7 +365,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			fail(w, err)
 			return
 		}
-		okNotes(w, notes)
+		replyNotes(w, notes)
 	})
 	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
 		notes, err := fl.updateEnvIf(r) // ?update_env=1 (updateenv.go)
@@ -342,7 +377,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			fail(w, err)
 			return
 		}
-		okNotes(w, notes)
+		replyNotes(w, notes)
 	})
 	mux.HandleFunc("POST /scale", func(w http.ResponseWriter, r *http.Request) {
 		n, rel, err := cluster.ParseScale(r.URL.Query().Get("n"))
@@ -354,67 +389,72 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 			fail(w, err)
 			return
 		}
-		ok(w)
+		replyOK(w)
 	})
-	// POST /upgrade?binary=PATH: check the binary, then re-execute (upgrade.go). The
-	// answer comes before the exec: the new image's own status tells the rest.
-	mux.HandleFunc("POST /upgrade", func(w http.ResponseWriter, r *http.Request) {
-		bin := r.URL.Query().Get("binary")
-		if bin == "" {
-			bin = up.defaultBinary
-		}
-		bin, err := up.check(bin)
-		if err != nil {
-			reply(w, http.StatusConflict, errorReply{err.Error()})
-			return
-		}
-		if !up.busy.CompareAndSwap(false, true) {
-			reply(w, http.StatusConflict, errorReply{"one is under way already"})
-			return
-		}
-		up.failed.Store("") // the status speaks of this one from now on
-		// The whole answer is out (a length, not chunks that the handler's return would
-		// end) before the exec closes this connection.
-		body, _ := json.Marshal(map[string]string{"binary": bin})
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Header().Set("Connection", "close")
-		w.WriteHeader(http.StatusAccepted)
-		w.Write(body)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		up.req <- bin
-	})
-	// POST /drain and /ready: the host out of its balancer and back (drain.go). The client
-	// (`supervisor drain`) then watches the request counters itself.
+}
+
+// upgrade is POST /upgrade?binary=PATH: check the binary, then re-execute (upgrade.go).
+// The answer comes before the exec: the new image's own status tells the rest.
+func (c *controlAPI) upgrade(w http.ResponseWriter, r *http.Request) {
+	up := c.up
+	bin := r.URL.Query().Get("binary")
+	if bin == "" {
+		bin = up.defaultBinary
+	}
+	bin, err := up.check(bin)
+	if err != nil {
+		reply(w, http.StatusConflict, errorReply{err.Error()})
+		return
+	}
+	if !up.busy.CompareAndSwap(false, true) {
+		reply(w, http.StatusConflict, errorReply{"one is under way already"})
+		return
+	}
+	up.failed.Store("") // the status speaks of this one from now on
+	// The whole answer is out (a length, not chunks that the handler's return would
+	// end) before the exec closes this connection.
+	body, _ := json.Marshal(map[string]string{"binary": bin})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusAccepted)
+	w.Write(body)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	up.req <- bin
+}
+
+// drainRoutes are POST /drain and /ready: the host out of its balancer and back
+// (drain.go). The client (`supervisor drain`) then watches the request counters itself.
+func (c *controlAPI) drainRoutes(mux *http.ServeMux) {
 	for path, on := range map[string]bool{"POST /drain": true, "POST /ready": false} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			if err := fl.setDrained(on); err != nil {
+			if err := c.fl.setDrained(on); err != nil {
 				fail(w, err)
 				return
 			}
-			log.Info("host "+map[bool]string{true: "drained", false: "ready"}[on], zap.String("by", "control socket"))
-			ok(w)
+			c.log.Info("host "+map[bool]string{true: "drained", false: "ready"}[on], zap.String("by", "control socket"))
+			replyOK(w)
 		})
 	}
-	pm2Routes(mux, fl, reply, fail) // start APP, delete, flush, save, describe (pm2.go)
-	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
-		if name := r.URL.Query().Get("app"); name != "" {
-			// One app, or every app with "all": stopped here, the supervisor runs on
-			// (pm2 stop NAME, pm2 stop all); no app stops the supervisor (pm2 kill).
-			if err := fl.stopApp(r.Context(), name); err != nil {
-				fail(w, err)
-				return
-			}
-			ok(w)
+}
+
+// stopRoute is POST /stop: one app, or every app with "all", stopped here, the
+// supervisor running on (pm2 stop NAME, pm2 stop all); no app stops the supervisor (pm2
+// kill).
+func (c *controlAPI) stopRoute(w http.ResponseWriter, r *http.Request) {
+	if name := r.URL.Query().Get("app"); name != "" {
+		if err := c.fl.stopApp(r.Context(), name); err != nil {
+			fail(w, err)
 			return
 		}
-		select {
-		case stop <- struct{}{}:
-		default:
-		}
-		reply(w, http.StatusAccepted, map[string]bool{"ok": true})
-	})
-	return operatorOnly(fl, log, mux)
+		replyOK(w)
+		return
+	}
+	select {
+	case c.stop <- struct{}{}:
+	default:
+	}
+	reply(w, http.StatusAccepted, map[string]bool{"ok": true})
 }

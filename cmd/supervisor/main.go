@@ -50,6 +50,10 @@
 // itself for `upgrade`, the workers serve on and the next supervisor on the same control
 // socket adopts them (their sockets and queues too); with none within adopt_wait (30 s)
 // they drain and exit. Other programs die with the supervisor.
+//
+// `run` is runImage (serve.go), a sequence of named steps over the state they share;
+// runconfig.go holds its flags and the apps they and the configuration make (and -check),
+// signals.go its last step, the loop on signals and the control socket's requests.
 package main
 
 import (

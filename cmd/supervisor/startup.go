@@ -34,27 +34,75 @@ import (
 // directory; an app under the private /tmp) is said on stderr; the unit is printed anyway,
 // since the env file may be written after it.
 func runStartup(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("supervisor startup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", defaultConfig, "the configuration the unit runs (our YAML or a PM2 ecosystem file); made absolute")
-	name := fs.String("name", "", "the unit's name, also its runtime directory /run/NAME with the control socket (default: the only app's name, else the file's name without extensions; for ecosystem.* its directory's name)")
-	userName := fs.String("user", "", "the user the service runs as (default: the current user)")
-	dir := fs.String("dir", "", "the unit's WorkingDirectory, where the configuration's relative paths (command, script, cwd, the env's paths) resolve, as they do for `supervisor run` (default: the current directory)")
-	envFile := fs.String("env-file", "", "a file of KEY=VALUE lines (mode 0600: it may hold secrets) the unit reads with EnvironmentFile=; the workers inherit them (the feed worker: SQLITE_PATH and JWT_SECRET_FILE)")
-	envName := fs.String("env", "", "with an ecosystem file: the unit runs with -env NAME (pm2 start --env NAME)")
-	if err := fs.Parse(args); err != nil {
+	s, err := parseStartupFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("startup: unexpected argument %q", fs.Arg(0))
+	if err := s.resolve(); err != nil {
+		return err
 	}
-	cfg, err := filepath.Abs(*configPath)
+	if err := s.readEnvFile(); err != nil {
+		return err
+	}
+	s.environment(getenv)
+	s.checkLaunch()
+	s.writablePaths()
+	if err := s.checkQuoting(); err != nil {
+		return err
+	}
+	return s.print(stdout)
+}
+
+// startupUnit is what runStartup's steps learn about the unit, in their order.
+type startupUnit struct {
+	stderr io.Writer
+	// the flags, then made absolute and defaulted by resolve and readEnvFile
+	configPath, name, userName, dir, envFile, envName string
+
+	cfg, bin, ours string // resolve
+	specs          []cluster.App
+	me             *user.User
+	meErr          error
+	fileEnv        []string            // readEnvFile
+	pathDirs       []string            // environment
+	unitPath       string              // the unit's PATH
+	unitEnv        func(string) string // the environment the workers get
+	rw, seen       []string            // writablePaths: ReadWritePaths=, and the files the service reads or writes
+}
+
+func parseStartupFlags(args []string, stderr io.Writer) (*startupUnit, error) {
+	s := &startupUnit{stderr: stderr}
+	fs := flag.NewFlagSet("supervisor startup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.configPath, "config", defaultConfig, "the configuration the unit runs (our YAML or a PM2 ecosystem file); made absolute")
+	fs.StringVar(&s.name, "name", "", "the unit's name, also its runtime directory /run/NAME with the control socket (default: the only app's name, else the file's name without extensions; for ecosystem.* its directory's name)")
+	fs.StringVar(&s.userName, "user", "", "the user the service runs as (default: the current user)")
+	fs.StringVar(&s.dir, "dir", "", "the unit's WorkingDirectory, where the configuration's relative paths (command, script, cwd, the env's paths) resolve, as they do for `supervisor run` (default: the current directory)")
+	fs.StringVar(&s.envFile, "env-file", "", "a file of KEY=VALUE lines (mode 0600: it may hold secrets) the unit reads with EnvironmentFile=; the workers inherit them (the feed worker: SQLITE_PATH and JWT_SECRET_FILE)")
+	fs.StringVar(&s.envName, "env", "", "with an ecosystem file: the unit runs with -env NAME (pm2 start --env NAME)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("startup: unexpected argument %q", fs.Arg(0))
+	}
+	return s, nil
+}
+
+func (s *startupUnit) warn(format string, a ...any) {
+	fmt.Fprintf(s.stderr, "supervisor startup: warning: "+format+"\n", a...)
+}
+
+// resolve makes the paths absolute, loads the apps and fills in the defaults.
+func (s *startupUnit) resolve() error {
+	cfg, err := filepath.Abs(s.configPath)
 	if err != nil {
 		return fmt.Errorf("startup: config path: %w", err)
 	}
 	if _, err := os.Stat(cfg); err != nil {
 		return fmt.Errorf("startup: config: %w", err)
 	}
+	s.cfg = cfg
 	bin, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("startup: find the supervisor binary: %w", err)
@@ -62,111 +110,127 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if bin, err = filepath.EvalSymlinks(bin); err != nil {
 		return fmt.Errorf("startup: find the supervisor binary: %w", err)
 	}
-	if *dir == "" {
+	s.bin = bin
+	if s.dir == "" {
 		// internal/cluster starts the workers in the supervisor's directory, so a config's
 		// relative paths mean what they mean where `supervisor run` is typed: here.
-		if *dir, err = os.Getwd(); err != nil {
+		if s.dir, err = os.Getwd(); err != nil {
 			return fmt.Errorf("startup: working directory: %w (give -dir)", err)
 		}
 	}
-	if *dir, err = filepath.Abs(*dir); err != nil {
+	if s.dir, err = filepath.Abs(s.dir); err != nil {
 		return fmt.Errorf("startup: -dir: %w", err)
 	}
-	if *envName != "" && !validEnvName(*envName) {
-		return fmt.Errorf("startup: -env %q: want the NAME of an env_NAME of the ecosystem file", *envName)
+	if s.envName != "" && !validEnvName(s.envName) {
+		return fmt.Errorf("startup: -env %q: want the NAME of an env_NAME of the ecosystem file", s.envName)
 	}
-	ours := filepath.Join(filepath.Dir(bin), "worker")
-	specs, err := loadUnitSpecs(cfg, *envName, ours)
-	if err != nil {
+	s.ours = filepath.Join(filepath.Dir(bin), "worker")
+	if s.specs, err = loadUnitSpecs(cfg, s.envName, s.ours); err != nil {
 		return fmt.Errorf("startup: %w", err)
 	}
-	if *name == "" {
-		*name = defaultUnitName(cfg, specs)
+	if s.name == "" {
+		s.name = defaultUnitName(cfg, s.specs)
 	}
-	if !regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`).MatchString(*name) {
-		return fmt.Errorf("startup: -name %q: want letters, digits, '_', '.' or '-' (a unit name)", *name)
+	if !regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`).MatchString(s.name) {
+		return fmt.Errorf("startup: -name %q: want letters, digits, '_', '.' or '-' (a unit name)", s.name)
 	}
-	me, meErr := user.Current()
-	if *userName == "" {
-		if meErr != nil {
-			return fmt.Errorf("startup: current user: %w (give -user)", meErr)
+	s.me, s.meErr = user.Current()
+	if s.userName == "" {
+		if s.meErr != nil {
+			return fmt.Errorf("startup: current user: %w (give -user)", s.meErr)
 		}
-		*userName = me.Username
+		s.userName = s.me.Username
 	}
-	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "supervisor startup: warning: "+format+"\n", a...) }
+	return nil
+}
 
-	var fileEnv []string
-	if *envFile != "" {
-		if *envFile, err = filepath.Abs(*envFile); err != nil {
-			return fmt.Errorf("startup: -env-file: %w", err)
+// readEnvFile reads -env-file, warning of one missing yet or readable by others.
+func (s *startupUnit) readEnvFile() error {
+	if s.envFile == "" {
+		return nil
+	}
+	var err error
+	if s.envFile, err = filepath.Abs(s.envFile); err != nil {
+		return fmt.Errorf("startup: -env-file: %w", err)
+	}
+	fi, err := os.Stat(s.envFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.warn("-env-file %s does not exist yet: systemd will not start the unit without it; write it (KEY=VALUE lines, chmod 600)", s.envFile)
+	case err != nil:
+		return fmt.Errorf("startup: -env-file: %w", err)
+	default:
+		if s.fileEnv, err = readEnvFile(s.envFile); err != nil {
+			return fmt.Errorf("startup: %w", err)
 		}
-		fi, err := os.Stat(*envFile)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			warn("-env-file %s does not exist yet: systemd will not start the unit without it; write it (KEY=VALUE lines, chmod 600)", *envFile)
-		case err != nil:
-			return fmt.Errorf("startup: -env-file: %w", err)
-		default:
-			if fileEnv, err = readEnvFile(*envFile); err != nil {
-				return fmt.Errorf("startup: %w", err)
-			}
-			for _, kv := range fileEnv {
-				k, _, _ := strings.Cut(kv, "=")
-				if fi.Mode().Perm()&0o077 != 0 && !strings.HasSuffix(k, "_FILE") && regexp.MustCompile(`SECRET|PASSWORD|TOKEN|KEY`).MatchString(k) {
-					warn("-env-file %s holds %s and has mode %04o: others may read it; chmod 600 %s", *envFile, k, fi.Mode().Perm(), *envFile)
-				}
+		for _, kv := range s.fileEnv {
+			k, _, _ := strings.Cut(kv, "=")
+			if fi.Mode().Perm()&0o077 != 0 && !strings.HasSuffix(k, "_FILE") && regexp.MustCompile(`SECRET|PASSWORD|TOKEN|KEY`).MatchString(k) {
+				s.warn("-env-file %s holds %s and has mode %04o: others may read it; chmod 600 %s", s.envFile, k, fi.Mode().Perm(), s.envFile)
 			}
 		}
 	}
-	// The generating shell's PATH, so that the node (nvm's), python or bun the user runs is
-	// the one the service finds; relative entries would mean the unit's directory.
-	var pathDirs []string
+	return nil
+}
+
+// environment is the unit's: the generating shell's PATH, so that the node (nvm's),
+// python or bun the user runs is the one the service finds (relative entries would mean
+// the unit's directory), under the env file's.
+func (s *startupUnit) environment(getenv func(string) string) {
 	for _, d := range filepath.SplitList(getenv("PATH")) {
 		if filepath.IsAbs(d) {
-			if !slices.Contains(pathDirs, d) {
-				pathDirs = append(pathDirs, d)
+			if !slices.Contains(s.pathDirs, d) {
+				s.pathDirs = append(s.pathDirs, d)
 			}
 		} else {
-			warn("PATH entry %q is not absolute: left out of the unit", d)
+			s.warn("PATH entry %q is not absolute: left out of the unit", d)
 		}
 	}
-	unitPath := strings.Join(pathDirs, ":")
-	unitEnv := overEnv(fileEnv, func(k string) string {
+	unitPath := strings.Join(s.pathDirs, ":")
+	s.unitPath = unitPath
+	s.unitEnv = overEnv(s.fileEnv, func(k string) string {
 		if k == "PATH" {
 			return unitPath
 		}
 		return "" // systemd gives a service little else (HOME, USER: not the workers' concern)
 	})
-	// What would make the unit crash-loop, judged from its directory in its environment.
-	// Permissions only when this user is the service's (else access(2) asks the wrong one).
-	lc := launchCheck{Dir: *dir, Getenv: unitEnv, Ours: ours, Access: meErr == nil && me.Username == *userName, Config: cfg}
-	if err := lc.check(specs); err != nil {
+}
+
+// checkLaunch warns of what would make the unit crash-loop, judged from its directory in
+// its environment. Permissions only when this user is the service's (else access(2) asks
+// the wrong one).
+func (s *startupUnit) checkLaunch() {
+	lc := launchCheck{Dir: s.dir, Getenv: s.unitEnv, Ours: s.ours, Access: s.meErr == nil && s.me.Username == s.userName, Config: s.cfg}
+	if err := lc.check(s.specs); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			warn("the unit would not start: %s", line)
+			s.warn("the unit would not start: %s", line)
 		}
 		ef := ""
-		if *envFile != "" {
-			ef = " -env-file " + *envFile
+		if s.envFile != "" {
+			ef = " -env-file " + s.envFile
 		}
-		if *envName != "" {
-			ef += " -env " + *envName
+		if s.envName != "" {
+			ef += " -env " + s.envName
 		}
-		warn("fix these, then check again with: cd %s && %s run -check -config %s%s (the unit runs the same check before it starts)", *dir, bin, cfg, ef)
+		s.warn("fix these, then check again with: cd %s && %s run -check -config %s%s (the unit runs the same check before it starts)", s.dir, s.bin, s.cfg, ef)
 	}
+}
 
-	// Where the service writes: the app's directory (and each app's cwd), the database's
-	// directory (SQLite makes its WAL and shared-memory files beside it), log files'.
+// writablePaths finds where the service writes: the app's directory (and each app's cwd),
+// the database's directory (SQLite makes its WAL and shared-memory files beside it), log
+// files'; and warns of those missing or under the unit's private /tmp.
+func (s *startupUnit) writablePaths() {
 	var rw, seen []string
-	for _, sp := range specs {
-		wd := *dir
+	for _, sp := range s.specs {
+		wd := s.dir
 		if sp.Config.Cwd != "" {
-			wd = abs(*dir, sp.Config.Cwd)
+			wd = abs(s.dir, sp.Config.Cwd)
 		}
 		getenv := func(k string) string {
 			if v, ok := sp.Config.Env[k]; ok {
 				return v
 			}
-			return unitEnv(k)
+			return s.unitEnv(k)
 		}
 		rw = append(rw, wd)
 		seen = append(seen, wd)
@@ -178,41 +242,51 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 			seen = append(seen, abs(wd, f))
 		}
 		if sp.LogFile != "" {
-			rw = append(rw, filepath.Dir(abs(*dir, sp.LogFile)))
-			seen = append(seen, abs(*dir, sp.LogFile))
+			rw = append(rw, filepath.Dir(abs(s.dir, sp.LogFile)))
+			seen = append(seen, abs(s.dir, sp.LogFile))
 		}
 	}
-	rw = writablePaths(rw, *name)
+	rw = writablePaths(rw, s.name)
 	for _, p := range rw {
 		if _, err := os.Stat(p); err != nil {
-			warn("ReadWritePaths=%s does not exist: systemd will not start the unit until it does; create it", p)
+			s.warn("ReadWritePaths=%s does not exist: systemd will not start the unit until it does; create it", p)
 		}
 	}
-	for _, p := range append([]string{*dir, cfg, bin}, seen...) {
+	for _, p := range append([]string{s.dir, s.cfg, s.bin}, seen...) {
 		for _, tmp := range []string{"/tmp", "/var/tmp"} {
 			if under(p, tmp) {
-				warn("%s is under %s, and the unit's PrivateTmp=yes gives the service an empty %s of its own: it would not find it; move it (say to /srv/%s), or delete PrivateTmp=yes from the unit",
-					p, tmp, tmp, *name)
+				s.warn("%s is under %s, and the unit's PrivateTmp=yes gives the service an empty %s of its own: it would not find it; move it (say to /srv/%s), or delete PrivateTmp=yes from the unit",
+					p, tmp, tmp, s.name)
 			}
 		}
 	}
-	for _, p := range append([]string{bin, cfg, *dir, *envFile}, rw...) {
+	s.rw, s.seen = rw, seen
+}
+
+// checkQuoting refuses paths a unit's command line would have to quote.
+func (s *startupUnit) checkQuoting() error {
+	for _, p := range append([]string{s.bin, s.cfg, s.dir, s.envFile}, s.rw...) {
 		if strings.ContainsAny(p, " \t\n\"'\\%$") {
 			return fmt.Errorf("startup: path %q: a unit's command line would need quoting: choose a path without spaces, quotes, '%%' or '$'", p)
 		}
 	}
-	u := unitParams{Name: *name, Bin: bin, Config: cfg, User: *userName, Dir: *dir,
-		Socket: "/run/" + *name + "/supervisor.sock", EnvFile: *envFile, ReadWrite: rw,
+	return nil
+}
+
+// print prints the unit and the commands that install it.
+func (s *startupUnit) print(stdout io.Writer) error {
+	u := unitParams{Name: s.name, Bin: s.bin, Config: s.cfg, User: s.userName, Dir: s.dir,
+		Socket: "/run/" + s.name + "/supervisor.sock", EnvFile: s.envFile, ReadWrite: s.rw,
 		// ProtectHome=yes would hide a working directory under /home: read-only keeps it
 		// visible (ReadWritePaths= under it stay writable).
 		ProtectHome: "yes"}
-	if unitPath != "" {
-		u.Path = `"PATH=` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(unitPath) + `"`
+	if s.unitPath != "" {
+		u.Path = `"PATH=` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(s.unitPath) + `"`
 	}
-	if *envName != "" {
-		u.EnvArg = " -env " + *envName
+	if s.envName != "" {
+		u.EnvArg = " -env " + s.envName
 	}
-	for _, p := range append(append(append([]string{cfg, *dir, bin}, rw...), seen...), pathDirs...) {
+	for _, p := range append(append(append([]string{s.cfg, s.dir, s.bin}, s.rw...), s.seen...), s.pathDirs...) {
 		if under(p, "/home") || under(p, "/root") || under(p, "/run/user") {
 			u.ProtectHome = "read-only"
 		}
@@ -220,9 +294,9 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if err := unitTemplate.Execute(stdout, u); err != nil {
 		return err
 	}
-	flags := fmt.Sprintf("-config %s -name %s -user %s -dir %s", cfg, u.Name, u.User, u.Dir)
-	if *envFile != "" {
-		flags += " -env-file " + *envFile
+	flags := fmt.Sprintf("-config %s -name %s -user %s -dir %s", s.cfg, u.Name, u.User, u.Dir)
+	if s.envFile != "" {
+		flags += " -env-file " + s.envFile
 	}
 	flags += u.EnvArg
 	fmt.Fprintf(stdout, "\n# To install and start it at boot (as pm2 startup), run:\n"+
@@ -230,7 +304,7 @@ func runStartup(args []string, getenv func(string) string, stdout, stderr io.Wri
 		"#   sudo systemctl daemon-reload && sudo systemctl enable --now %s\n"+
 		"# then: systemctl reload %s (rolling reload), journalctl -u %s (logs), supervisor status\n"+
 		"# (without -socket, the commands find %s when no other supervisor runs)\n",
-		bin, flags, u.Name, u.Name, u.Name, u.Name, u.Socket)
+		s.bin, flags, u.Name, u.Name, u.Name, u.Name, u.Socket)
 	return nil
 }
 
