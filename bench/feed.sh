@@ -22,7 +22,9 @@ CONNS=${CONNS:-64}
 RUNS=${RUNS:-3}
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
-PEER_DIR=${PEER_DIR:-../shared/peers/node-feed}
+# The Node entry of the challenge (node:http + better-sqlite3) is not in this repository:
+# PEER_DIR names its directory; without it the node rows are skipped.
+PEER_DIR=${PEER_DIR:-}
 TARGETS=${TARGETS:-"feed post health mix"}
 SERVERS=${SERVERS:-"go node"}
 OUT=${OUT:-/dev/stdout}
@@ -81,8 +83,8 @@ measure() { # $1 server, $2 target, $3 port, $4 pid -> "rps us_user us_sys p50 p
 
 servers=()
 for s in $SERVERS; do
-  if [ "$s" = node ] && [ ! -d "$PEER_DIR/node_modules" ]; then
-    echo "# node peer skipped: $PEER_DIR/node_modules missing (npm install there)" >&2; continue
+  if [ "$s" = node ] && { [ -z "$PEER_DIR" ] || [ ! -d "$PEER_DIR/node_modules" ]; }; then
+    echo "# node peer skipped: PEER_DIR=${PEER_DIR:-(unset)} has no node_modules (give the Node entry's directory, npm install there)" >&2; continue
   fi
   servers+=("$s")
 done
