@@ -36,7 +36,9 @@
 // the loop transport's epoll loops (run, wake-ups, the tick); loopaccept.go accepts and
 // spreads connections over the loops (handOff, adopt, the shed reserve); loopwait.go
 // parks a loop in Go's netpoller (poll, yield); loopconn.go drives one connection on a
-// loop (ready, advance, write, close, the buffer pools).
+// loop (ready, advance, write, close, the buffer pools). conn.go is a connection's state and
+// its read and timeout handling, shared by both transports; parse.go parses a request's line
+// and head; chunked.go decodes chunked bodies; connwrite.go appends and flushes responses.
 //
 // Non-goals: HTTP/2, TLS, upgrades, trailers exposed to handlers, streaming bodies. Bodies are
 // read whole (they are at most MaxBodyBytes) and responses are built whole.
