@@ -11,5 +11,13 @@
 // batch.go, forward.go), so that writes never fail with "database is locked" and the
 // readers of every process keep their caches warm.
 //
+// Files: store.go opens and closes the Store (connections, statements, Stats, Ping);
+// options.go holds Options and its defaults; schemacheck.go refuses a file whose schema is
+// not the contract's; read.go is the read path (AppendPost, AppendFeed); write.go the
+// writes (CreatePost, Like); retry.go waits out SQLITE_BUSY; mmap.go switches the read
+// connections between mmap and pread with the process's write role; checkpoint.go is the
+// checkpointer; batch.go and forward.go are the group commit and its forwarding; handler.go
+// and body.go the HTTP side.
+//
 // Non-goals: anything beyond the five endpoints of the contract.
 package feed

@@ -31,6 +31,15 @@
 // bytes instead of a goroutine's stack and buffers. Handlers run on the loop; requests a
 // handler's Blocker says may wait run on goroutines of their own.
 //
+// Files: server.go is the Server (config, Serve, Shutdown) and its goroutine transport;
+// request.go the Request; rawio.go the non-blocking socket calls. loop.go starts and runs
+// the loop transport's epoll loops (run, wake-ups, the tick); loopaccept.go accepts and
+// spreads connections over the loops (handOff, adopt, the shed reserve); loopwait.go
+// parks a loop in Go's netpoller (poll, yield); loopconn.go drives one connection on a
+// loop (ready, advance, write, close, the buffer pools). conn.go is a connection's state and
+// its read and timeout handling, shared by both transports; parse.go parses a request's line
+// and head; chunked.go decodes chunked bodies; connwrite.go appends and flushes responses.
+//
 // Non-goals: HTTP/2, TLS, upgrades, trailers exposed to handlers, streaming bodies. Bodies are
 // read whole (they are at most MaxBodyBytes) and responses are built whole.
 package http1

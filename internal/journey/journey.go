@@ -31,6 +31,8 @@
 // each owning its users' sockets and timers (loop.go; the default), or a goroutine per
 // user on Go's netpoller (user.go). Both make the same requests in the same order from
 // the same random choices, and every test runs on both.
+// The loop engine is two files: loop.go runs the loops (epoll, the timer heap, the lent
+// read buffers) and loopuser.go is one user on a loop (dial, send, read, complete).
 //
 // Non-goals: TLS, HTTP/2, pipelining, redirects (3xx answers count as successes, as in
 // the challenge, and are not followed).
