@@ -64,7 +64,14 @@ func fakeCeilingDir(t *testing.T, pid int, started time.Time) string {
 // and the current run's start replaced.
 func writeFakeProgress(t *testing.T, dir string, pid int, started time.Time) {
 	t.Helper()
-	b, err := os.ReadFile(ceilingProgressGolden)
+	writeProgressFrom(t, ceilingProgressGolden, filepath.Join(dir, "sweep", "progress.json"), pid, started)
+}
+
+// writeProgressFrom writes the progress file golden to path, its pid and its current
+// run's start replaced.
+func writeProgressFrom(t *testing.T, golden, path string, pid int, started time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(golden)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +82,7 @@ func writeFakeProgress(t *testing.T, dir string, pid int, started time.Time) {
 	p["pid"] = pid
 	p["current"].(map[string]any)["started"] = started.UTC().Format(time.RFC3339Nano)
 	b, _ = json.Marshal(p)
-	if err := os.WriteFile(filepath.Join(dir, "sweep", "progress.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -110,20 +117,7 @@ func addFakeFleet(t *testing.T, dir string, pid int, started time.Time) {
 	}
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(filepath.Join(dir, "plots/throughput-heavy.svg"), old, old)
-	b, err := os.ReadFile(fleetProgressGolden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	p["pid"] = pid
-	p["current"].(map[string]any)["started"] = started.UTC().Format(time.RFC3339Nano)
-	b, _ = json.Marshal(p)
-	if err := os.WriteFile(filepath.Join(dir, "fleet", "progress.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeProgressFrom(t, fleetProgressGolden, filepath.Join(dir, "fleet", "progress.json"), pid, started)
 }
 
 // TestDashboardFrame: the JSON of one frame (golden file) from a monit sample.

@@ -38,14 +38,16 @@ func nodeApps(t *testing.T, npm bool) string {
 	return dir
 }
 
+// nodeAppConfig runs an unmodified Node app on two workers with PM2's defaults where they
+// matter here: wait_ready false (online at 'listening'); its listen_timeout is 3 s, 6 s
+// here, since node itself took 3.1 s to start on a 2-core machine busy with other tests,
+// and a slow start is not what these tests are about.
+const nodeAppConfig = "instances: 2\nwait_ready: false\nlisten_timeout: 6s\nstats_interval: 200ms\nheartbeat_timeout: 1s\nkill_timeout: 5s\n"
+
 func TestNodeAppsUnmodified(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real servers")
 	}
-	// PM2's defaults where they matter here: wait_ready false (online at 'listening'); its
-	// listen_timeout is 3 s, 6 s here, since node itself took 3.1 s to start on a 2-core
-	// machine busy with other tests, and a slow start is not what this test is about.
-	const config = "instances: 2\nwait_ready: false\nlisten_timeout: 6s\nstats_interval: 200ms\nheartbeat_timeout: 1s\nkill_timeout: 5s\n"
 	for _, tc := range []struct {
 		name, app string
 		npm       bool
@@ -57,7 +59,7 @@ func TestNodeAppsUnmodified(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := nodeApps(t, tc.npm)
-			c := startRun(t, config, "--", "node", filepath.Join(dir, tc.app))
+			c := startRun(t, nodeAppConfig, "--", "node", filepath.Join(dir, tc.app))
 			st, err := c.status()
 			if err != nil {
 				t.Fatal(err)

@@ -27,7 +27,6 @@ func TestNodeReloadKeepAlive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real servers")
 	}
-	const config = "instances: 2\nwait_ready: false\nlisten_timeout: 6s\nstats_interval: 200ms\nheartbeat_timeout: 1s\nkill_timeout: 5s\n"
 	for _, tc := range []struct {
 		name, app string
 		npm       bool
@@ -38,7 +37,7 @@ func TestNodeReloadKeepAlive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := nodeApps(t, tc.npm)
-			c := startRun(t, config, "--", "node", filepath.Join(dir, tc.app))
+			c := startRun(t, nodeAppConfig, "--", "node", filepath.Join(dir, tc.app))
 			st, err := c.status()
 			if err != nil {
 				t.Fatal(err)

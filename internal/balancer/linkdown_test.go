@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +39,6 @@ import (
 func TestLinkDown(t *testing.T) {
 	f := newRollFleet(t)
 	h0, h1 := f.hosts[0], f.hosts[1]
-	setLink := func(t *testing.T, h *rollHost, up bool) {
-		t.Helper()
-		if err := fleetns.SetLink(h.ns, up); err != nil {
-			t.Fatal(err)
-		}
-	}
 	report := func(t *testing.T, what string, fig rollFigures) {
 		t.Helper()
 		t.Logf("%s: %s; %d held over 0.5 s (longest %v)", what, fig, fig.Slow, fig.MaxLatency.Round(time.Millisecond))
@@ -60,21 +52,8 @@ func TestLinkDown(t *testing.T) {
 
 	t.Run("haproxy", func(t *testing.T) {
 		hp, params := f.startHAProxy(t)
-		stat := func(name string) ServerStat {
-			ss, _ := hp.Stat()
-			for _, s := range ss {
-				if s.Name == name {
-					return s
-				}
-			}
-			return ServerStat{}
-		}
-		state := func(name, want string) func() (bool, string) {
-			return func() (bool, string) {
-				s := stat(name)
-				return strings.Fields(s.Status + " ?")[0] == want, s.Status
-			}
-		}
+		stat := func(name string) ServerStat { s, _ := serverStat(hp, name); return s }
+		state := func(name, want string) func() (bool, string) { return serverState(hp, name, want) }
 		for _, h := range f.hosts {
 			if err := poll(10*time.Second, h.name+" UP", state(h.name, "UP")); err != nil {
 				t.Fatal(err)
@@ -136,40 +115,7 @@ func TestLinkDown(t *testing.T) {
 	})
 
 	t.Run("nftables", func(t *testing.T) {
-		var hosts, agents []string
-		for _, h := range f.hosts {
-			hosts = append(hosts, h.ns.Addr)
-			agents = append(agents, net.JoinHostPort(h.ns.Addr, strconv.Itoa(rollAgentPort)))
-		}
-		var live atomic.Value // []NftHost
-		live.Store([]NftHost(nil))
-		ck := &Checker{
-			Template: readTemplate(t, "nftables/balancer.nft"),
-			Params:   NftParams{VIP: f.net.LB.Addr, Port: hostPort},
-			Hosts:    hosts, Agents: agents, Interval: 100 * time.Millisecond,
-			Nft:    []string{"nsenter", "--net=/run/netns/" + f.net.LB.Name, "--", "nft"},
-			OnLoad: func(l []NftHost) { live.Store(l) },
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- ck.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-errc; err != context.Canceled {
-				t.Errorf("checker: %v", err)
-			}
-		}()
-		isLive := func(addr string, want bool) func() (bool, string) {
-			return func() (bool, string) {
-				l := live.Load().([]NftHost)
-				return slices.ContainsFunc(l, func(h NftHost) bool { return h.Addr == addr }) == want, fmt.Sprint(l)
-			}
-		}
-		for _, h := range f.hosts {
-			if err := poll(10*time.Second, h.name+" live", isLive(h.ns.Addr, true)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		isLive := f.startChecker(t, nil)
 		vip := net.JoinHostPort(f.net.LB.Addr, strconv.Itoa(hostPort))
 		l := startPool("http://"+vip, 8, 40*time.Second, 500*time.Millisecond)
 		time.Sleep(500 * time.Millisecond)
@@ -276,30 +222,11 @@ func TestLinkDownLong(t *testing.T) {
 	clientTimeout := cmp.Or(serverTimeout, DefaultServerTimeout)
 	f := newRollFleet(t)
 	h0, h1 := f.hosts[0], f.hosts[1]
-	setLink := func(t *testing.T, h *rollHost, up bool) {
-		t.Helper()
-		if err := fleetns.SetLink(h.ns, up); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	t.Run("haproxy", func(t *testing.T) {
 		hp, params := f.startHAProxy(t, func(p *HAProxyParams) { p.ServerTimeout = serverTimeout })
-		stat := func(name string) ServerStat {
-			ss, _ := hp.Stat()
-			for _, s := range ss {
-				if s.Name == name {
-					return s
-				}
-			}
-			return ServerStat{}
-		}
-		state := func(name, want string) func() (bool, string) {
-			return func() (bool, string) {
-				s := stat(name)
-				return strings.Fields(s.Status + " ?")[0] == want, s.Status
-			}
-		}
+		stat := func(name string) ServerStat { s, _ := serverStat(hp, name); return s }
+		state := func(name, want string) func() (bool, string) { return serverState(hp, name, want) }
 		for _, h := range f.hosts {
 			if err := poll(10*time.Second, h.name+" UP", state(h.name, "UP")); err != nil {
 				t.Fatal(err)
@@ -368,44 +295,10 @@ func TestLinkDownLong(t *testing.T) {
 	})
 
 	t.Run("nftables", func(t *testing.T) {
-		var hosts, agents []string
-		for _, h := range f.hosts {
-			hosts = append(hosts, h.ns.Addr)
-			agents = append(agents, net.JoinHostPort(h.ns.Addr, strconv.Itoa(rollAgentPort)))
-		}
-		var live atomic.Value // []NftHost
-		live.Store([]NftHost(nil))
 		var loads syncList // every map the checker loaded, with its time
-		ck := &Checker{
-			Template: readTemplate(t, "nftables/balancer.nft"),
-			Params:   NftParams{VIP: f.net.LB.Addr, Port: hostPort},
-			Hosts:    hosts, Agents: agents, Interval: 100 * time.Millisecond,
-			Nft: []string{"nsenter", "--net=/run/netns/" + f.net.LB.Name, "--", "nft"},
-			OnLoad: func(l []NftHost) {
-				live.Store(l)
-				loads.Add(fmt.Sprintf("%v %v", time.Now().Format("15:04:05.000"), l))
-			},
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- ck.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-errc; err != context.Canceled {
-				t.Errorf("checker: %v", err)
-			}
-		}()
-		isLive := func(addr string, want bool) func() (bool, string) {
-			return func() (bool, string) {
-				l := live.Load().([]NftHost)
-				return slices.ContainsFunc(l, func(h NftHost) bool { return h.Addr == addr }) == want, fmt.Sprint(l)
-			}
-		}
-		for _, h := range f.hosts {
-			if err := poll(10*time.Second, h.name+" live", isLive(h.ns.Addr, true)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		isLive := f.startChecker(t, func(l []NftHost) {
+			loads.Add(fmt.Sprintf("%v %v", time.Now().Format("15:04:05.000"), l))
+		})
 		vip := net.JoinHostPort(f.net.LB.Addr, strconv.Itoa(hostPort))
 		const clients = 8
 		l := startPool("http://"+vip, clients, clientTimeout, 500*time.Millisecond)

@@ -526,46 +526,13 @@ func TestRoll(t *testing.T) {
 	}
 
 	t.Run("nftables", func(t *testing.T) {
-		var hosts, agents []string
-		for _, h := range f.hosts {
-			hosts = append(hosts, h.ns.Addr)
-			agents = append(agents, net.JoinHostPort(h.ns.Addr, strconv.Itoa(rollAgentPort)))
-		}
-		var live atomic.Value // []NftHost
-		live.Store([]NftHost(nil))
-		ck := &Checker{
-			Template: readTemplate(t, "nftables/balancer.nft"),
-			Params:   NftParams{VIP: f.net.LB.Addr, Port: hostPort},
-			Hosts:    hosts, Agents: agents, Interval: 100 * time.Millisecond,
-			Nft:    []string{"nsenter", "--net=/run/netns/" + f.net.LB.Name, "--", "nft"},
-			OnLoad: func(l []NftHost) { live.Store(l) },
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- ck.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-errc; err != context.Canceled {
-				t.Errorf("checker: %v", err)
-			}
-		}()
-		isLive := func(addr string) func() (bool, string) {
-			return func() (bool, string) {
-				l := live.Load().([]NftHost)
-				return slices.ContainsFunc(l, func(h NftHost) bool { return h.Addr == addr }), fmt.Sprint(l)
-			}
-		}
-		for _, h := range f.hosts {
-			if err := poll(10*time.Second, h.name+" live", isLive(h.ns.Addr)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		isLive := f.startChecker(t, nil)
 		l := load(t, "http://"+net.JoinHostPort(f.net.LB.Addr, strconv.Itoa(hostPort)))
 		var times []rollTimes
 		for i := range rounds {
 			for _, h := range f.hosts {
 				rt, err := f.roll(t, h, true, false, 20*time.Second, agentOut(h),
-					agentIn(h, func() error { return poll(10*time.Second, h.name+" back in the map", isLive(h.ns.Addr)) }))
+					agentIn(h, func() error { return poll(10*time.Second, h.name+" back in the map", isLive(h.ns.Addr, true)) }))
 				if err != nil {
 					l.end(t)
 					t.Fatal(err)
@@ -585,24 +552,8 @@ func TestRoll(t *testing.T) {
 
 	t.Run("haproxy", func(t *testing.T) {
 		hp, params := f.startHAProxy(t)
-		stat := func(name string) (ServerStat, error) {
-			ss, err := hp.Stat()
-			for _, s := range ss {
-				if s.Name == name {
-					return s, nil
-				}
-			}
-			return ServerStat{}, fmt.Errorf("show stat: no server %s (%v)", name, err)
-		}
-		state := func(name, want string) func() (bool, string) {
-			return func() (bool, string) {
-				s, err := stat(name)
-				if err != nil {
-					return false, err.Error()
-				}
-				return strings.Fields(s.Status + " ?")[0] == want, s.Status
-			}
-		}
+		stat := func(name string) (ServerStat, error) { return serverStat(hp, name) }
+		state := func(name, want string) func() (bool, string) { return serverState(hp, name, want) }
 		up := func(h *rollHost) func() error {
 			return func() error { return poll(10*time.Second, h.name+" UP", state(h.name, "UP")) }
 		}
@@ -766,4 +717,84 @@ func (f *rollFleet) startHAProxy(t *testing.T, mods ...func(*HAProxyParams)) (*H
 		}
 	})
 	return hp, params
+}
+
+// startChecker runs the nftables checker in the balancer namespace over the fleet's hosts
+// (agents asked every 100 ms), onLoad (when not nil) told of every map it loads, until the
+// test ends, and waits for every host in the map. The function it returns polls whether
+// addr is in the map (want true) or out of it (want false).
+func (f *rollFleet) startChecker(t *testing.T, onLoad func([]NftHost)) func(addr string, want bool) func() (bool, string) {
+	t.Helper()
+	var hosts, agents []string
+	for _, h := range f.hosts {
+		hosts = append(hosts, h.ns.Addr)
+		agents = append(agents, net.JoinHostPort(h.ns.Addr, strconv.Itoa(rollAgentPort)))
+	}
+	var live atomic.Value // []NftHost
+	live.Store([]NftHost(nil))
+	ck := &Checker{
+		Template: readTemplate(t, "nftables/balancer.nft"),
+		Params:   NftParams{VIP: f.net.LB.Addr, Port: hostPort},
+		Hosts:    hosts, Agents: agents, Interval: 100 * time.Millisecond,
+		Nft: []string{"nsenter", "--net=/run/netns/" + f.net.LB.Name, "--", "nft"},
+		OnLoad: func(l []NftHost) {
+			live.Store(l)
+			if onLoad != nil {
+				onLoad(l)
+			}
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ck.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Errorf("checker: %v", err)
+		}
+	})
+	isLive := func(addr string, want bool) func() (bool, string) {
+		return func() (bool, string) {
+			l := live.Load().([]NftHost)
+			return slices.ContainsFunc(l, func(h NftHost) bool { return h.Addr == addr }) == want, fmt.Sprint(l)
+		}
+	}
+	for _, h := range f.hosts {
+		if err := poll(10*time.Second, h.name+" live", isLive(h.ns.Addr, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return isLive
+}
+
+// serverStat is server name's line of HAProxy's show stat.
+func serverStat(hp *HAProxy, name string) (ServerStat, error) {
+	ss, err := hp.Stat()
+	for _, s := range ss {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return ServerStat{}, fmt.Errorf("show stat: no server %s (%v)", name, err)
+}
+
+// serverState polls whether server name's state is want: the first word of its status
+// ("DRAIN (agent)", "DOWN 1/2").
+func serverState(hp *HAProxy, name, want string) func() (bool, string) {
+	return func() (bool, string) {
+		s, err := serverStat(hp, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Fields(s.Status + " ?")[0] == want, s.Status
+	}
+}
+
+// setLink takes host h's link down or up (its own end of the veth: a cable pulled at the
+// host).
+func setLink(t *testing.T, h *rollHost, up bool) {
+	t.Helper()
+	if err := fleetns.SetLink(h.ns, up); err != nil {
+		t.Fatal(err)
+	}
 }

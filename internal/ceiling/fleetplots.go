@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 )
 
@@ -150,24 +149,15 @@ func FleetProvenance(runs []FleetRun, m Machine) string {
 // workload, fleet-cpu-per-request.svg) and returns the file names; source (FleetProvenance)
 // is written on each.
 func WriteFleetPlots(dir string, cells []FleetCell, limits []FleetLimit, source string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create plot directory: %w", err)
-	}
-	var written []string
-	write := func(name string, c Chart) error {
-		ok, err := writeChart(dir, name, c, source)
-		if ok {
-			written = append(written, name)
-		}
-		return err
+	pd, err := newPlotDir(dir, source)
+	if err != nil {
+		return nil, err
 	}
 	for _, w := range fleetWorkloads(cells) {
-		if err := write("fleet-throughput-"+w+".svg", FleetThroughputChart(cells, limits, w)); err != nil {
-			return written, err
+		if err := pd.write("fleet-throughput-"+w+".svg", FleetThroughputChart(cells, limits, w)); err != nil {
+			return pd.written, err
 		}
 	}
-	if err := write("fleet-cpu-per-request.svg", FleetCPUChart(cells)); err != nil {
-		return written, err
-	}
-	return written, nil
+	err = pd.write("fleet-cpu-per-request.svg", FleetCPUChart(cells))
+	return pd.written, err
 }

@@ -193,29 +193,42 @@ func Provenance(runs []Run, machines []Machine) string {
 // source (Provenance) is written on each.
 func WritePlots(dir string, runs []Run, models []Model, source string) ([]string, error) {
 	runs = MedianRuns(runs)
+	pd, err := newPlotDir(dir, source)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range workloadsOf(runs) {
+		if err := pd.write("throughput-"+w+".svg", ThroughputChart(runs, models, w)); err != nil {
+			return pd.written, err
+		}
+		if err := pd.write("link-"+w+".svg", LinkChart(runs, models, w)); err != nil {
+			return pd.written, err
+		}
+	}
+	err = pd.write("cpu-per-request.svg", CPUChart(runs))
+	return pd.written, err
+}
+
+// plotDir is a directory charts are written into, source on each, and the names of those
+// written (a chart without series is not).
+type plotDir struct {
+	dir, source string
+	written     []string
+}
+
+func newPlotDir(dir, source string) (*plotDir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create plot directory: %w", err)
 	}
-	var written []string
-	write := func(name string, c Chart) error {
-		ok, err := writeChart(dir, name, c, source)
-		if ok {
-			written = append(written, name)
-		}
-		return err
+	return &plotDir{dir: dir, source: source}, nil
+}
+
+func (p *plotDir) write(name string, c Chart) error {
+	ok, err := writeChart(p.dir, name, c, p.source)
+	if ok {
+		p.written = append(p.written, name)
 	}
-	for _, w := range workloadsOf(runs) {
-		if err := write("throughput-"+w+".svg", ThroughputChart(runs, models, w)); err != nil {
-			return written, err
-		}
-		if err := write("link-"+w+".svg", LinkChart(runs, models, w)); err != nil {
-			return written, err
-		}
-	}
-	if err := write("cpu-per-request.svg", CPUChart(runs)); err != nil {
-		return written, err
-	}
-	return written, nil
+	return err
 }
 
 // writeChart writes c, with source on it, to dir/name; a chart without series is not

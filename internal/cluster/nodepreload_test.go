@@ -73,23 +73,7 @@ func TestNodePreload(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("SKIP: node not installed (Debian: .ci/run installs it)")
 	}
-	dir := t.TempDir()
-	preload := filepath.Join(dir, preloadName)
-	if err := os.WriteFile(preload, nodePreload, 0o444); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	f, _ := ln.(*net.TCPListener).File()
-	defer f.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	script, _ := filepath.Abs("testdata/preload-cases.js")
-	cmd := exec.Command("node", script)
-	cmd.ExtraFiles = []*os.File{f}
-	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", envNodePort+"="+port, "NODE_OPTIONS=--require "+preload)
+	cmd, port := preloadedNode(t, "testdata/preload-cases.js")
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.Output()
 	if err != nil {
@@ -126,26 +110,10 @@ func TestNodePreloadDrain(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("SKIP: node not installed (Debian: .ci/run installs it)")
 	}
-	dir := t.TempDir()
-	preload := filepath.Join(dir, preloadName)
-	if err := os.WriteFile(preload, nodePreload, 0o444); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, _ := ln.(*net.TCPListener).File()
-	ln.Close() // the app's copy (fd 3) is the one that serves
-	defer f.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	script, _ := filepath.Abs("testdata/preload-http.js")
-	cmd := exec.Command("node", script)
-	cmd.ExtraFiles = []*os.File{f}
+	cmd, port := preloadedNode(t, "testdata/preload-http.js")
 	// The grace is long enough that the request below, sent right after the signal, is
 	// surely inside it on a loaded machine; nothing here measures it.
-	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", envNodePort+"="+port, "PORT="+port, envNodeGrace+"=3000",
-		"NODE_OPTIONS=--require "+preload)
+	cmd.Env = append(cmd.Env, "PORT="+port, envNodeGrace+"=3000")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -165,7 +133,7 @@ func TestNodePreloadDrain(t *testing.T) {
 		t.Fatalf("app said %q, %v", line, err)
 	}
 	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +142,7 @@ func TestNodePreloadDrain(t *testing.T) {
 	}
 	get := func(c net.Conn, r *bufio.Reader) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/", nil)
 		if err := req.Write(c); err != nil {
 			t.Fatalf("send: %v", err)
 		}
@@ -215,4 +183,32 @@ func TestNodePreloadDrain(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Error("the app did not exit after its connections closed")
 	}
+}
+
+// preloadedNode is `node SCRIPT` (a testdata path) with the preload required and a socket
+// listening on 127.0.0.1 at its fd 3, as a worker of the supervisor gets them; the test's
+// own copy of the socket is closed (the app's serves). It returns the command, not
+// started, and the socket's port.
+func preloadedNode(t *testing.T, script string) (*exec.Cmd, string) {
+	t.Helper()
+	preload := filepath.Join(t.TempDir(), preloadName)
+	if err := os.WriteFile(preload, nodePreload, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	abs, _ := filepath.Abs(script)
+	cmd := exec.Command("node", abs)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", envNodePort+"="+port, "NODE_OPTIONS=--require "+preload)
+	return cmd, port
 }

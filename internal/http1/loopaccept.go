@@ -53,7 +53,16 @@ func (l *loop) wake() {
 // signalLocked writes the eventfd unless a wake-up is pending already or the loop has
 // ended; l.mu is held, so the descriptor is never a closed (or reused) number.
 func (l *loop) signalLocked() {
-	if l.signalled || l.evfd < 0 {
+	if l.signalled {
+		return
+	}
+	l.kickLocked()
+}
+
+// kickLocked writes the eventfd, pending wake-up or not (yieldPoll needs a fresh edge),
+// unless the loop has ended; l.mu is held.
+func (l *loop) kickLocked() {
+	if l.evfd < 0 {
 		return
 	}
 	l.signalled = true

@@ -32,11 +32,7 @@ func (l *loop) yieldPoll(fd uintptr) bool {
 	}
 	l.woke = true
 	l.mu.Lock()
-	if l.evfd >= 0 {
-		l.signalled = true
-		one := uint64(1)
-		syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.evfd), uintptr(unsafe.Pointer(&one)), 8)
-	}
+	l.kickLocked()
 	l.mu.Unlock()
 	return false
 }
