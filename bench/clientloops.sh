@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/clientloops.sh: the event-loop client engines of bench/clientloops (our own
+# bench/clientloops.sh: the event-loop client engines of bench/experiments/clientloops (our own
 # epoll loop, gnet v2's client, nbio's engine) side by side on one workload against one
 # cluster, interleaved, ROUNDS rounds: USERS keep-alive connections, each sending GET
 # REQ_PATH (default /health) every INTERVAL after its previous response, dialled over
