@@ -28,6 +28,10 @@ type serveConfig struct {
 	idleGrace    time.Duration
 	logLevel     string
 	cpuProfile   string
+	blockProfile string // written at exit, as go test -blockprofile
+	mutexProfile string // written at exit, as go test -mutexprofile
+	trace        string // execution trace of the whole run, as go test -trace
+	loops        int    // event loops of the loop transport; 0: GOMAXPROCS
 	transport    string // http1.Server.Transport
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
 	inherited bool
@@ -49,7 +53,7 @@ type serveConfig struct {
 // serveFlags holds the flags that parseServe checks and converts after parsing, as given.
 type serveFlags struct {
 	host, port                            *string
-	window, commitMax, ownerProcs         *string
+	window, commitMax, ownerProcs, loops  *string
 	writeTimeout, mmap, ckpt              *string
 	compress, compressRoutes, compressMin *string
 }
@@ -106,6 +110,10 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "how long a graceful stop waits for requests in flight")
 	fs.DurationVar(&c.idleGrace, "idle-grace", time.Second, "during a graceful stop, how long idle keep-alive connections stay open so a request already sent is answered (with Connection: close)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for docs/performance.md)")
+	fs.StringVar(&c.blockProfile, "blockprofile", "", "record where goroutines wait (channels, locks, select) and write the profile to this file at exit, as go test -blockprofile does; costs CPU while on")
+	fs.StringVar(&c.trace, "trace", "", "write an execution trace of the whole run to this file, as go test -trace does (go tool trace reads it: where the scheduler left a core idle)")
+	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "record contended mutexes and write the profile to this file at exit, as go test -mutexprofile does")
+	raw.loops = fs.String("loops", envOr(getenv, "LOOPS", "0"), "event loops of the loop transport; 0 is one per GOMAXPROCS (env LOOPS)")
 	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
 		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
 	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
@@ -179,6 +187,11 @@ func (c *serveConfig) parseStore(raw serveFlags) error {
 		return fmt.Errorf("OWNER_GOMAXPROCS (-owner-gomaxprocs) %q: want a number of Ps from 0 (unchanged) to 1024", *raw.ownerProcs)
 	} else {
 		c.store.OwnerProcs = n
+	}
+	if n, err := strconv.Atoi(*raw.loops); err != nil || n < 0 || n > 1024 {
+		return fmt.Errorf("LOOPS (-loops) %q: want a number of event loops from 0 (one per GOMAXPROCS) to 1024", *raw.loops)
+	} else {
+		c.loops = n
 	}
 	if n, err := strconv.ParseInt(*raw.mmap, 10, 64); err != nil || n < 0 {
 		return fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *raw.mmap)

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +53,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer stop()
 	}
+	stopProfiles, err := startWaitProfiles(cfg.blockProfile, cfg.mutexProfile, cfg.trace, log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 
 	store, handler, closeWorkloads, err := openHandler(ctx, cfg, log)
 	if err != nil {
@@ -68,6 +75,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Logger:    log,
 		IdleGrace: cfg.idleGrace,
 		Transport: cfg.transport,
+		Loops:     cfg.loops,
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -140,6 +148,59 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}, nil
+}
+
+// startWaitProfiles turns on the block and mutex profiles asked for; stop writes each to its
+// file. They answer what a CPU profile cannot: where a process with idle cores waits. The
+// files are created first, so a bad path fails the start rather than the exit.
+func startWaitProfiles(blockPath, mutexPath, tracePath string, log *zap.Logger) (stop func(), err error) {
+	type profile struct {
+		name string
+		f    *os.File
+	}
+	var open []profile
+	for _, p := range []struct{ name, path string }{{"block", blockPath}, {"mutex", mutexPath}, {"trace", tracePath}} {
+		if p.path == "" {
+			continue
+		}
+		f, err := os.Create(p.path)
+		if err != nil {
+			for _, o := range open {
+				o.f.Close()
+			}
+			return nil, fmt.Errorf("create %s profile: %w", p.name, err)
+		}
+		open = append(open, profile{p.name, f})
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(1) // every blocking event: the question is where the time goes
+	}
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	for _, o := range open {
+		if o.name == "trace" {
+			if err := trace.Start(o.f); err != nil {
+				for _, o := range open {
+					o.f.Close()
+				}
+				return nil, fmt.Errorf("start trace: %w", err)
+			}
+		}
+	}
+	return func() {
+		for _, o := range open {
+			if o.name == "trace" {
+				trace.Stop()
+				o.f.Close()
+				continue
+			}
+			if err := pprof.Lookup(o.name).WriteTo(o.f, 0); err != nil {
+				log.Warn("write profile", zap.String("profile", o.name), zap.Error(err))
+			}
+			o.f.Close()
+		}
 	}, nil
 }
 

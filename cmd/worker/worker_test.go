@@ -75,6 +75,7 @@ func TestRefusesBadConfig(t *testing.T) {
 		{"coding level", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS=gzip:11"}, "gzip level \"11\": want 1 to 9"},
 		{"compress static", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS=gzip", "COMPRESS_ROUTES=static"}, "static is always served precompressed"},
 		{"unknown compressed route", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS_ROUTES=api"}, "unknown route \"api\""},
+		{"bad LOOPS", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "LOOPS=-1"}, "LOOPS (-loops) \"-1\": want a number of event loops"},
 		{"bad compress min", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS_MIN=1k"}, "COMPRESS_MIN (-compress-min)"},
 		{"bad ALLOW_CHALLENGE_SECRET", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "ALLOW_CHALLENGE_SECRET=yes please"}, "ALLOW_CHALLENGE_SECRET"},
 		{"secret twice", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "JWT_SECRET_FILE=" + secretFile}, "both set"},
@@ -101,6 +102,36 @@ func TestRefusesBadConfig(t *testing.T) {
 				t.Error("a missing database file was created")
 			}
 		})
+	}
+}
+
+// TestWaitProfilesWritten: -blockprofile, -mutexprofile and -trace leave their files at a
+// clean stop, each in the format go tool pprof / go tool trace reads (a gzipped profile, a
+// trace's "go 1." header), with requests served between.
+func TestWaitProfilesWritten(t *testing.T) {
+	dir := t.TempDir()
+	block, mutex, trace := dir+"/block.pb", dir+"/mutex.pb", dir+"/trace.out"
+	cmd := exec.Command(os.Args[0], "-drain-timeout=5s", "-loops=3",
+		"-blockprofile", block, "-mutexprofile", mutex, "-trace", trace)
+	cmd.Env = []string{"ONEHOST_TEST_WORKER=1", "JWT_SECRET=" + testSecret, "HOST=127.0.0.1", "PORT=0",
+		"PATH=" + os.Getenv("PATH"), "SQLITE_PATH=" + seedtest.Path(t)}
+	w := proctest.Start(t, cmd)
+	for range 3 {
+		if got := do(t, "GET", "http://"+w.Addr+"/feed", "", ""); got.status != 200 {
+			t.Fatalf("GET /feed: %d", got.status)
+		}
+	}
+	if err := w.Stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("worker exit after SIGTERM: %v", err)
+	}
+	for _, f := range []struct{ path, head string }{{block, "\x1f\x8b"}, {mutex, "\x1f\x8b"}, {trace, "go 1."}} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(b), f.head) {
+			t.Errorf("%s starts %q, want %q", f.path, b[:min(len(b), 8)], f.head)
+		}
 	}
 }
 
