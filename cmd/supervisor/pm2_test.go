@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,17 +240,24 @@ func contains(want string) func(string) error {
 }
 
 // TestStartFailsWithLog: a background start whose supervisor exits at once says so with
-// the end of its log, instead of waiting.
+// the end of its log, instead of waiting. (A port another process holds: run -check, which
+// start runs first, binds nothing and passes it; a program not there it refuses before:
+// TestStartRefusesWhatCheckRefuses.)
 func TestStartFailsWithLog(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	cfg := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(cfg, []byte("instances: 1\nlisten: 127.0.0.1:0\ncommand: [/nonexistent/program]\n"), 0o600)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nlisten: %s\ncommand: [%q]\nenv: {%s: worker}\n", held.Addr(), os.Args[0], roleEnv)), 0o600)
 	cmd := exec.Command(os.Args[0], "start", cfg, "-socket", filepath.Join(dir, "s.sock"))
 	cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "exited before its apps were online") || !strings.Contains(string(out), "/nonexistent/program") {
-		t.Errorf("start of a broken config: %v\n%s\nwant an error with the log's end naming the program", err, out)
+	if err == nil || !strings.Contains(string(out), "exited before its apps were online") || !strings.Contains(string(out), "served by another process") {
+		t.Errorf("start on a held port: %v\n%s\nwant an error with the log's end naming the port's other process", err, out)
 	}
 }
 

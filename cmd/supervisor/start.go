@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -67,7 +68,10 @@ const startUsage = `usage:
   supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
 The background supervisor is 'supervisor run' detached from the terminal (its own session,
 stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
-the control socket's path without .sock and with -logs (supervisor kill stops it).`
+the control socket's path without .sock and with -logs (supervisor kill stops it).
+It runs 'supervisor run -check' with the same flags first (what that refuses, start refuses,
+starting nothing), then waits until every worker is online, or an app's workers all exit at
+start (3 restarts each, none online: it says so, and the supervisor runs on).`
 
 // isEcosystemName reports whether a .js file is PM2's ecosystem file rather than an app's
 // script, by PM2's own rule: its name says ecosystem or .config.
@@ -140,8 +144,9 @@ func backgroundLogDir(socket string) string {
 
 // startBackground starts `supervisor run runArgs` detached (a session of its own, stdin
 // /dev/null, its output in files), in dir with env (nil: this process's), and waits until
-// every worker of it is online. If it exits first, or is not online in time, the error
-// carries the end of its log.
+// every worker of it is online. What `run -check` refuses is refused first, and nothing is
+// started. If the supervisor exits first, or is not online in time, or an app's workers
+// crash-loop, the error carries the end of its log.
 func startBackground(ctx context.Context, runArgs []string, dir string, env []string, getenv func(string) string, stdout io.Writer) error {
 	socket, ok := flagValue(runArgs, "socket")
 	if !ok {
@@ -173,17 +178,19 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 	if _, ok := flagValue(runArgs, "log-dir"); !ok {
 		runArgs = append([]string{"-log-dir", logDir}, runArgs...)
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start: find this program: %w", err)
+	}
+	if err := checkStart(ctx, exe, runArgs, dir, env, stdout); err != nil {
+		return err
+	}
 	// What the supervisor writes before its log is open (a bad flag), or past it (a
 	// panic), goes here.
 	outPath := filepath.Join(logDir, "start.out")
 	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, logFileMode)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		out.Close()
-		return fmt.Errorf("start: find this program: %w", err)
 	}
 	cmd := exec.Command(exe, append([]string{"run"}, runArgs...)...)
 	cmd.Dir, cmd.Env = dir, env
@@ -200,15 +207,28 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 	// child (or the nearest subreaper's), which waits for it.
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	tails := func() string {
+	// tails is the end of the supervisor's log and of its output, then of the files named
+	// by more (a worker's own log: the reason it gives, which the supervisor's log may have
+	// scrolled past).
+	tails := func(more ...string) string {
 		var b strings.Builder
-		for _, p := range []string{logPath, outPath} {
-			if t := tail(p, 15); p != "" && t != "" {
+		for i, p := range append([]string{logPath, outPath}, more...) {
+			n := 15
+			if i >= 2 {
+				n = 10
+			}
+			if t := tail(p, n); p != "" && t != "" {
 				fmt.Fprintf(&b, "\n--- %s (end)\n%s", p, t)
 			}
 		}
 		return b.String()
 	}
+	ctl := "" // the control commands' -socket, when they would not find it by default
+	if socket != defaultSocket(getenv) {
+		ctl = " -socket " + socket
+	}
+	watch := startWatch{}
+	workerLogDir, _ := flagValue(runArgs, "log-dir") // given, or set above
 	deadline := time.After(startOnlineTimeout)
 	for {
 		select {
@@ -222,7 +242,27 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 		case <-time.After(150 * time.Millisecond):
 		}
 		st, err := statusWithin(ctx, c, socket, 2*time.Second)
-		if err != nil || !appsSettled(st) {
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		watch.observe(st, now)
+		if loop, ok := watch.looping(st); ok && !appsSettled(st) {
+			// The checks could not foresee it (a script that exits 1): PM2 would list the
+			// app errored once out of restarts, and so will the supervisor, which runs on;
+			// start has seen enough to say so now rather than after the whole backoff.
+			printTable(stdout, st)
+			fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
+				cmd.Process.Pid, socket, logDir)
+			name := loop.app
+			if name == "" {
+				name = unnamedApp(runArgs)
+			}
+			return fmt.Errorf("start: app %s: its workers exit at start and are being restarted with backoff (each restarted %d times, none staying online); "+
+				"the supervisor (pid %d) runs on and lists them errored once out of restarts: `supervisor logs%s` shows more, `supervisor kill%s` stops it%s",
+				name, loop.restarts, cmd.Process.Pid, ctl, ctl, tails(loop.workerLog(workerLogDir, st)))
+		}
+		if !watch.settled(st, now) {
 			continue
 		}
 		printTable(stdout, st)
@@ -233,6 +273,200 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 		}
 		return nil
 	}
+}
+
+// startCheckTimeout bounds `run -check` before a start: it reads files and looks programs
+// up, and takes milliseconds.
+const startCheckTimeout = 30 * time.Second
+
+// checkStart runs `supervisor run -check` with the arguments, directory and environment the
+// background supervisor is to get, so that what would have every worker exit at start (no
+// SQLITE_PATH or JWT secret for our worker, a program not on PATH, a script or cwd missing)
+// is refused now, in run -check's words, and no supervisor is left behind crash-looping.
+// Its warnings go to stdout.
+func checkStart(ctx context.Context, exe string, runArgs []string, dir string, env []string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, startCheckTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, append([]string{"run", "-check"}, runArgs...)...)
+	cmd.Dir, cmd.Env = dir, env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err == nil {
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "warning:") {
+				fmt.Fprintln(stdout, l)
+			}
+		}
+		return nil
+	}
+	if ctx.Err() != nil || out.Len() == 0 {
+		return fmt.Errorf("start: run -check: %w (%s)", err, bytes.TrimSpace(out.Bytes()))
+	}
+	return fmt.Errorf("start: %s", checkOutput(out.String()))
+}
+
+// checkOutput is what a failed `run -check` printed, as its error: the flag package's list
+// of every flag (after a bad one) left out, and main's "supervisor: " prefix.
+func checkOutput(out string) string {
+	var keep []string
+	usage := false
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "Usage of "):
+			usage = true
+			continue
+		case usage && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")):
+			continue
+		}
+		usage = false
+		keep = append(keep, l)
+	}
+	// A bad flag is said twice: by the flag package, then as the error.
+	keep = slices.Compact(keep)
+	for i, l := range keep {
+		if _, rest, ok := strings.Cut(l, "supervisor: "); ok && strings.HasPrefix(l, "supervisor: ") {
+			keep[i] = rest
+		}
+	}
+	if len(keep) == 2 && strings.HasSuffix(keep[1], keep[0]) {
+		keep = keep[1:]
+	}
+	return strings.Join(keep, "\n")
+}
+
+// startWatch follows the status replies start polls. A program without wait_ready is
+// online from the moment it is started, so online alone does not say it stays up: a
+// worker counts as up once it has been seen online, as the same process, for startStable,
+// and start returns only then. An app whose every worker has been restarted
+// startCrashRestarts times with none up since exits at start (status carries each slot's
+// restarts, not when it was last up: that is what the polls remember). A slow starter is
+// launching, not restarted, and is waited for.
+type startWatch map[string]*slotSeen // by "APP ID"
+
+// slotSeen is what the polls saw of one slot.
+type slotSeen struct {
+	pid    int
+	online time.Time // since when this pid has been seen online; zero: not online
+	base   int       // the slot's restarts when it was last up
+}
+
+// startStable is how long a worker seen online must stay so (the same process) to count
+// as up: the default min_uptime, under which an exit counts as an unstable start.
+const startStable = cluster.DefaultMinUptime
+
+// startCrashRestarts is how many restarts without being up make a crash loop for start:
+// under the default backoff (100 ms, ×1.5) about half a second of them.
+const startCrashRestarts = 3
+
+// crashLoop is an app found crash-looping, and the first of its workers.
+type crashLoop struct {
+	app      string
+	id       int
+	restarts int // the fewest of its workers', since they were last up
+}
+
+func slotKey(w cluster.WorkerStatus) string { return w.App + " " + strconv.Itoa(w.ID) }
+
+// observe records a status reply taken at now.
+func (sw startWatch) observe(st statusReply, now time.Time) {
+	for _, w := range st.Workers {
+		s := sw[slotKey(w)]
+		if s == nil {
+			s = &slotSeen{}
+			sw[slotKey(w)] = s
+		}
+		switch {
+		case w.Status != cluster.StateOnline && w.Status != cluster.StateNotServing:
+			s.online = time.Time{}
+		case s.online.IsZero() || s.pid != w.PID:
+			s.online = now
+		}
+		s.pid = w.PID
+		if sw.up(w, now) {
+			s.base = w.Restarts
+		}
+	}
+}
+
+// up: the worker has been online, as one process, for startStable at now.
+func (sw startWatch) up(w cluster.WorkerStatus, now time.Time) bool {
+	s := sw[slotKey(w)]
+	return s != nil && !s.online.IsZero() && s.pid == w.PID && now.Sub(s.online) >= startStable
+}
+
+// settled reports whether every running app has workers and each of them is up, or has
+// ended for good (appsSettled).
+func (sw startWatch) settled(st statusReply, now time.Time) bool {
+	if !appsSettled(st) {
+		return false
+	}
+	for _, w := range st.Workers {
+		if (w.Status == cluster.StateOnline || w.Status == cluster.StateNotServing) && !sw.up(w, now) {
+			return false
+		}
+	}
+	return true
+}
+
+// looping returns the first app (in status order) whose every worker is crash-looping.
+func (sw startWatch) looping(st statusReply) (crashLoop, bool) {
+	var order []string
+	loops := map[string]*crashLoop{}
+	bad := map[string]bool{} // an app with a worker up, stopped, or not restarted enough
+	for _, w := range st.Workers {
+		base := 0
+		if s := sw[slotKey(w)]; s != nil {
+			base = s.base
+		}
+		n := w.Restarts - base
+		l, seen := loops[w.App]
+		if !seen {
+			order = append(order, w.App)
+			l = &crashLoop{app: w.App, id: w.ID, restarts: n}
+			loops[w.App] = l
+		}
+		l.restarts = min(l.restarts, n)
+		if w.Status == cluster.StateStopped || w.Status == cluster.StateStopping || n < startCrashRestarts {
+			bad[w.App] = true
+		}
+	}
+	for _, app := range order {
+		if !bad[app] {
+			return *loops[app], true
+		}
+	}
+	return crashLoop{}, false
+}
+
+// workerLog is the own log file of the loop's first worker in dir (-log-dir's, as
+// workerLogs names it: DIR/worker-ID.log for a supervisor of one app, DIR/APP-ID.log for
+// one of several), "" without a dir.
+func (l crashLoop) workerLog(dir string, st statusReply) string {
+	if dir == "" {
+		return ""
+	}
+	prefix := "worker"
+	if len(st.Apps) > 1 {
+		prefix = l.app
+	}
+	return filepath.Join(dir, prefix+"-"+strconv.Itoa(l.id)+".log")
+}
+
+// unnamedApp is what an app without a name is called in start's messages: its script or
+// program (start app.js, start ./server), else its configuration file.
+func unnamedApp(runArgs []string) string {
+	if i := slices.Index(runArgs, "--"); i >= 0 && i+1 < len(runArgs) {
+		command := runArgs[i+1:]
+		if script := interpretedScript(command); script != "" {
+			return filepath.Base(script)
+		}
+		return filepath.Base(command[0])
+	}
+	if cfg, ok := flagValue(runArgs, "config"); ok {
+		return "of " + cfg
+	}
+	return "of " + defaultConfig
 }
 
 // outFileOfOne reports whether runArgs name an ecosystem file of one app (or -only one)
