@@ -43,6 +43,7 @@ func TestRunErrors(t *testing.T) {
 		{"model with a bad link", []string{"model", "-nic", "fast"}, `parse link rate "fast"`},
 		{"sweep with a bad N", []string{"sweep", "-n", "1,x"}, `"x" is not a positive integer`},
 		{"sweep with no rounds", []string{"sweep", "-repeat", "0"}, "-repeat 0: want at least 1"},
+		{"sweep single-procs", []string{"sweep", "-single-procs", "0"}, "-single-procs 0: want a multiple of N from 1"},
 		{"sweep with a bad load host", []string{"sweep", "-load-hosts", "u@h:x"}, `bad port "x"`},
 		{"sweep request without an app", []string{"sweep", "-m", "POST"}, "give the app too"},
 		{"sweep app with our workloads", []string{"sweep", "-app", "node a.js", "-workloads", "heavy"}, "with -app the request is"},

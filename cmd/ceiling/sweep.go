@@ -336,7 +336,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 type sweepFlags struct {
 	c                                                       *common
 	ns, modes, peerHeavy, pm2, nginx, nginxConf, staticRoot *string
-	repeat, imbN, imbConns, hostThreads                     *int
+	repeat, imbN, imbConns, hostThreads, singleProcs        *int
 	hosts                                                   *loadHostFlags
 	app                                                     *appFlags
 	nlist                                                   []int // the worker counts N
@@ -356,6 +356,7 @@ func parseSweepFlags(args []string, getenv func(string) string, stderr io.Writer
 	f.nginx = fs.String("nginx", "", "nginx binary (nginx mode; default: nginx on PATH, else /usr/sbin/nginx)")
 	f.nginxConf = fs.String("nginx-conf", "configs/nginx/static.conf", "nginx template for the nginx mode")
 	f.staticRoot = fs.String("static-root", "internal/shop/static", "directory nginx serves at /static/")
+	f.singleProcs = fs.Int("single-procs", 1, "the single mode's GOMAXPROCS as a multiple of its N cores (2: twice the cores, which kept one process's cores busy on a 2-core host it shared with the generator; docs/supervisor.md)")
 	f.repeat = fs.Int("repeat", 1, "rounds: every (N, mode, workload) once per round, round after round; the model, tables and plots use each cell's median run, the spread beside it")
 	f.imbN = fs.Int("imbalance-n", -1, "run the few-connection imbalance run on the cluster of this N (default: the largest N; 0: none)")
 	f.imbConns = fs.Int("imbalance-conns", 0, "connections of the imbalance run (default: N)")
@@ -369,6 +370,9 @@ func parseSweepFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
 	}
 	app, modes, imbN := f.app, f.modes, f.imbN
+	if *f.singleProcs < 1 || *f.singleProcs > 64 {
+		return nil, fmt.Errorf("sweep: -single-procs %d: want a multiple of N from 1 (GOMAXPROCS=N, the default) to 64", *f.singleProcs)
+	}
 	set := explicit(fs)
 	if (app.app != "" || app.config != "") && !set["modes"] {
 		*modes = ceiling.ModeCluster + "," + ceiling.ModePM2
@@ -463,6 +467,7 @@ func (f *sweepFlags) configure(p *prepared) {
 	p.cfg.Ns = f.nlist
 	p.cfg.Modes = splitList(*f.modes)
 	p.cfg.Repeat = *f.repeat
+	p.cfg.SingleProcs = *f.singleProcs
 	p.cfg.ImbalanceN, p.cfg.ImbalanceConns = *f.imbN, *f.imbConns
 	p.cfg.PeerHeavyDir, p.cfg.PM2, p.cfg.Nginx = *f.peerHeavy, *f.pm2, *f.nginx
 	p.cfg.NginxTemplate, p.cfg.StaticRoot = *f.nginxConf, *f.staticRoot

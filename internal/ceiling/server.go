@@ -90,7 +90,7 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 		}
 	default:
 		// info: the worker's "serving" line says which port it bound.
-		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n))
+		env = append(env, "LOG_LEVEL=info", "HOST="+s.cfg.ListenHost, "PORT=0", "GOMAXPROCS="+strconv.Itoa(n*max(1, s.cfg.SingleProcs)))
 		argv = []string{s.cfg.Worker}
 	}
 	if srv.CPUs != nil {

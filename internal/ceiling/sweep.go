@@ -118,6 +118,11 @@ type SweepConfig struct {
 	// a coding (NAME+gzip), else off; "off": off. Identity workloads run beside encoded
 	// ones on the same server; their answers then carry Vary: Accept-Encoding, 23 bytes.
 	Compress string
+	// SingleProcs is the single mode's GOMAXPROCS as a multiple of the N cores it is given;
+	// 0 or 1: N. At 2, one process on a 2-core host shared with the generator used the
+	// cores the cluster used (docs/results/single-2026-12-05-2cpu); the run's server_cores
+	// stay N, its command says the GOMAXPROCS.
+	SingleProcs int
 	// ListenHost is the address the cluster and the single worker listen on (port 0);
 	// default 127.0.0.1. With LoadHosts: one every host reaches.
 	ListenHost string

@@ -226,6 +226,17 @@ func TestSweepWithFakes(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "wrk-heavy.lua")); err != nil || !strings.Contains(string(b), `wrk.method = "PATCH"`) {
 		t.Errorf("wrk script: got %q %v, want the PATCH", b, err)
 	}
+	// SingleProcs multiplies the single worker's GOMAXPROCS, not its cores.
+	runs = nil
+	s.cfg.Modes, s.cfg.Environ, s.cfg.SingleProcs, s.cfg.ImbalanceN = []string{ModeSingle}, roleEnv("worker"), 2, 0
+	if err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.Skipped == "" && !strings.Contains(strings.Join(r.ServerCommand, " "), fmt.Sprintf("GOMAXPROCS=%d", 2*r.N)) {
+			t.Errorf("single with SingleProcs 2: server command %q, want GOMAXPROCS=%d", r.ServerCommand, 2*r.N)
+		}
+	}
 	if notes := s.Notes(); len(notes) != 1 || !strings.Contains(notes[0], "autocannon") {
 		t.Errorf("got notes %q, want one saying autocannon was absent", notes)
 	}

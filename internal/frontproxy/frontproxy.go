@@ -332,10 +332,14 @@ func start(ctx context.Context, bin, ver, prefix string, tmpl []byte, p Params, 
 			return nil, fmt.Errorf("nginx exited at start (%v): %s", px.waitErr, px.tail(errLog, 5))
 		default:
 		}
+		// nginx opens its listeners before it installs its signal handlers: a SIGQUIT
+		// in between kills it outright, so ready is listening and catching SIGQUIT.
 		c, err := net.DialTimeout("tcp", p.Listen, time.Second)
 		if err == nil {
 			c.Close()
-			return px, nil
+			if catches(cmd.Process.Pid, syscall.SIGQUIT) {
+				return px, nil
+			}
 		}
 		if time.Now().After(deadline) {
 			px.Stop()
@@ -343,6 +347,26 @@ func start(ctx context.Context, bin, ver, prefix string, tmpl []byte, p Params, 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// catches reports whether process pid has a handler installed for sig, from the SigCgt
+// mask in /proc/PID/status. Where /proc cannot say, it reports true: the dial alone then
+// decides, as before.
+func catches(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return true
+			}
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return true
 }
 
 // freePort returns 127.0.0.1:PORT with a port the kernel just handed out and released.
