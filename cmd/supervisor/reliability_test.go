@@ -546,7 +546,10 @@ func missingAtStart(t *testing.T, bins binaries) {
 	db := filepath.Join(dir, "feed.db")
 	cfg := filepath.Join(dir, "cluster.yaml")
 	if err := os.WriteFile(cfg, []byte(clusterConfig(1, db, filepath.Join(dir, "products.db"),
-		"max_restarts: 2\nexp_backoff_restart_delay: 50ms\n")), 0o600); err != nil {
+		// min_uptime far above how long the worker takes to fail: a -race worker on a loaded
+		// machine can take over the default 1 s to exit, and a start that lasted
+		// min_uptime counts as stable, so the restarts would never run out.
+		"max_restarts: 2\nexp_backoff_restart_delay: 50ms\nmin_uptime: 30s\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1), logs: &syncBuffer{}}

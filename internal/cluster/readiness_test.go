@@ -102,18 +102,21 @@ func TestWorkerWatchdog(t *testing.T) {
 func TestReloadHonoursExtendTimeout(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, mode string
-		ok         bool
+		name, mode    string
+		listenTimeout time.Duration
+		ok            bool
 	}{
-		{"asks for the time", "extend:1200", true},
-		{"never ready", "notready", false},
+		// The worker must ask before listen_timeout: 2 s leaves a -race helper process on a
+		// loaded machine the time to start; it says ready 2.5 s in, past listen_timeout.
+		{"asks for the time", "extend:2500", 2 * time.Second, true},
+		{"never ready", "notready", 500 * time.Millisecond, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			modeFile := filepath.Join(t.TempDir(), "mode")
 			os.WriteFile(modeFile, []byte("ok"), 0o600)
-			s := startCluster(t, Config{Instances: 1, ListenTimeout: Duration(500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
+			s := startCluster(t, Config{Instances: 1, ListenTimeout: Duration(tc.listenTimeout)}, "FAKE_MODE_FILE="+modeFile)
 			before := pids(s)
 			os.WriteFile(modeFile, []byte(tc.mode), 0o600)
 			start := time.Now()

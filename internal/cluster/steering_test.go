@@ -239,7 +239,9 @@ func TestSteeringRoundRobinRequired(t *testing.T) {
 // answered by slot 0, none by slot 1's next worker.
 func TestSteeringQueueLeavesBackoffWhenAnotherComesBack(t *testing.T) {
 	t.Parallel()
-	s := steeredCluster(t, Config{Instances: 2, ExpBackoffRestartDelay: Duration(2 * time.Second)})
+	// Backoff 4 s, the second crash 1.5 s after the first: slot 0 restarts 1.5 s before slot
+	// 1, more than a -race worker's start varies on a loaded machine.
+	s := steeredCluster(t, Config{Instances: 2, ExpBackoffRestartDelay: Duration(4 * time.Second)})
 	migrates := false
 	s.call(func() { migrates = s.steer.Migrates() })
 	if !migrates {
@@ -252,7 +254,7 @@ func TestSteeringQueueLeavesBackoffWhenAnotherComesBack(t *testing.T) {
 	waitFor(t, 5*time.Second, "slot 0 waiting out its backoff", func() bool {
 		return s.Status()[0].Status == StateWaitingRestart
 	})
-	time.Sleep(500 * time.Millisecond) // slot 1's restart comes well after slot 0's
+	time.Sleep(1500 * time.Millisecond) // slot 1's restart comes well after slot 0's
 	if err := syscall.Kill(rows[1].PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
