@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/ipc"
 )
 
 // runKill is `supervisor kill` (pm2 kill): the whole supervisor stops gracefully, and this
@@ -43,27 +44,65 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}
+	pid := socketOwner(ctx, *socket)
 	if _, err := controlCall(ctx, *socket, "POST", "/stop", nil); err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
+	// Gone means the socket no longer answers and then the process has exited: it removes
+	// its socket once its workers have stopped, but exits a moment later (its last log
+	// lines, a -race binary's report), and a caller that starts another on the same port
+	// or checks the pid must not find it still there.
 	for {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "unix", *socket)
 		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("kill: the supervisor at %s still answers after %v", *socket, *wait)
-			}
-			fmt.Fprintln(stdout, "killed: the supervisor and its workers stopped")
-			return nil
+			break
 		}
 		conn.Close()
 		select {
 		case <-ctx.Done():
+			return fmt.Errorf("kill: the supervisor at %s still answers after %v", *socket, *wait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	for pid > 0 && pid != os.Getpid() && processRuns(pid) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kill: the supervisor (pid %d) closed its socket but has not exited after %v", pid, *wait)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fmt.Fprintln(stdout, "killed: the supervisor and its workers stopped")
+	return nil
+}
+
+// socketOwner is the pid of the process listening on the control socket, as the kernel
+// gives it (SO_PEERCRED); 0 when it cannot tell (then kill waits for the socket alone).
+func socketOwner(ctx context.Context, socket string) int {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	cred, err := ipc.PeerCred(c.(*net.UnixConn))
+	if err != nil {
+		return 0
+	}
+	return int(cred.Pid)
+}
+
+// processRuns reports whether pid is a live process: a zombie waiting for its parent to
+// reap it has exited.
+func processRuns(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
 
 // controlCall sends one request to the control socket and returns the body of a 2xx
