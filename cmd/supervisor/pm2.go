@@ -57,13 +57,17 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 	for {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "unix", *socket)
+		if err == nil {
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kill: the supervisor at %s still answers after %v", *socket, *wait)
+		}
 		if err != nil {
 			break
 		}
-		conn.Close()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kill: the supervisor at %s still answers after %v", *socket, *wait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

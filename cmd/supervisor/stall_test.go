@@ -144,7 +144,10 @@ func supervisorStall(t *testing.T, bins binaries) {
 // when the supervisor does, and no request fails.
 func supervisorStallDuringReload(t *testing.T, bins binaries) {
 	env := []string{roleEnv + "=worker", "FAKE_READY_DELAY_MS=300", "GORACE=atexit_sleep_ms=0"}
-	sp, st := startSupervisorProcess(t, bins.supervisor, "instances: 2\nlisten_timeout: 1s\n", env, os.Args[0])
+	// wait_ready: the reload waits for the worker's ready, 300 ms after its start, which
+	// the stall below overlaps (without it the worker is ready at start and the reload is
+	// over before the stall begins, testing nothing).
+	sp, st := startSupervisorProcess(t, bins.supervisor, "instances: 2\nwait_ready: true\nlisten_timeout: 1s\n", env, os.Args[0])
 	before := workerPIDs(st)
 	load := clustertest.StartLoad("http://"+st.Addr+"/", 4)
 	reloaded := make(chan error, 1)
@@ -175,7 +178,17 @@ func supervisorStallDuringReload(t *testing.T, bins binaries) {
 			t.Errorf("worker %d after the reload: %+v, want a new pid online", i, w)
 		}
 	}
+	// The log comes through a pipe copied by another goroutine: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) &&
+		!(strings.Contains(sp.logs.String(), "supervisor was not running") && strings.Contains(sp.logs.String(), "reload done")); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(sp.logs.String(), "supervisor was not running") {
 		t.Error("the stall was not logged")
+	}
+	if !strings.Contains(sp.logs.String(), "reload done") {
+		t.Error("the reload's end was not logged")
+	} else if i, j := strings.Index(sp.logs.String(), "supervisor was not running"), strings.Index(sp.logs.String(), "reload done"); i > j {
+		t.Error("the reload was done before the stall: it did not wait across it")
 	}
 }
