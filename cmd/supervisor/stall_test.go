@@ -146,8 +146,10 @@ func supervisorStallDuringReload(t *testing.T, bins binaries) {
 	env := []string{roleEnv + "=worker", "FAKE_READY_DELAY_MS=300", "GORACE=atexit_sleep_ms=0"}
 	// wait_ready: the reload waits for the worker's ready, 300 ms after its start, which
 	// the stall below overlaps (without it the worker is ready at start and the reload is
-	// over before the stall begins, testing nothing).
-	sp, st := startSupervisorProcess(t, bins.supervisor, "instances: 2\nwait_ready: true\nlisten_timeout: 1s\n", env, os.Args[0])
+	// over before the stall begins, testing nothing). listen_timeout 2 s: shorter than the
+	// stall, and long enough for slot 1's new worker, a -race binary started after the
+	// stall on a loaded machine (1 s was not, once in CI).
+	sp, st := startSupervisorProcess(t, bins.supervisor, "instances: 2\nwait_ready: true\nlisten_timeout: 2s\n", env, os.Args[0])
 	before := workerPIDs(st)
 	load := clustertest.StartLoad("http://"+st.Addr+"/", 4)
 	reloaded := make(chan error, 1)
@@ -159,7 +161,7 @@ func supervisorStallDuringReload(t *testing.T, bins binaries) {
 		reloaded <- err
 	}()
 	time.Sleep(100 * time.Millisecond) // slot 0's new worker is starting: ready in ~200 ms
-	sp.stall(t, 2500*time.Millisecond)
+	sp.stall(t, 4*time.Second)
 	select {
 	case err := <-reloaded:
 		if err != nil {
