@@ -126,8 +126,9 @@ func TestReloadAbortsWhenNewWorkerNeverReady(t *testing.T) {
 	t.Parallel()
 	modeFile := filepath.Join(t.TempDir(), "mode")
 	os.WriteFile(modeFile, []byte("ok"), 0o600)
-	// 1.5 s: long enough for a fake worker under -race to start on a busy machine.
-	s := startCluster(t, Config{Instances: 2, ListenTimeout: Duration(1500 * time.Millisecond)}, "FAKE_MODE_FILE="+modeFile)
+	// 3 s: long enough for a fake worker under -race to start on a busy machine (the
+	// second reload below needs both of its new workers ready within it).
+	s := startCluster(t, Config{Instances: 2, ListenTimeout: Duration(3 * time.Second)}, "FAKE_MODE_FILE="+modeFile)
 	before := pids(s)
 	os.WriteFile(modeFile, []byte("notready"), 0o600)
 	l := clustertest.StartLoad("http://"+s.Addr()+"/", 2)
