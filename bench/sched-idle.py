@@ -64,7 +64,9 @@ def main():
                 if ocpu == cpu:
                     continue
                 for s, e, task in ov:
-                    if e > a and s < b:
+                    if s >= b:
+                        break
+                    if e > a:
                         others_ran[task] += min(b, e) - max(a, s)
         idle_total += idle
         print(f"cpu {cpu}: idle {idle:.0f} ms of {span:.0f}")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // runKill is `supervisor kill` (pm2 kill): the whole supervisor stops gracefully, and this
@@ -71,7 +72,7 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	for pid > 0 && pid != os.Getpid() && processRuns(pid) {
+	for pid > 0 && pid != os.Getpid() && procstat.Running("", pid) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kill: the supervisor (pid %d) closed its socket but has not exited after %v", pid, *wait)
@@ -96,17 +97,6 @@ func socketOwner(ctx context.Context, socket string) int {
 		return 0
 	}
 	return int(cred.Pid)
-}
-
-// processRuns reports whether pid is a live process: a zombie waiting for its parent to
-// reap it has exited.
-func processRuns(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && len(b) > i+2 && b[i+2] != 'Z'
 }
 
 // controlCall sends one request to the control socket and returns the body of a 2xx

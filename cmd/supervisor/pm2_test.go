@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // pm2Eco writes an ecosystem file of a cluster-mode api (2 workers on a port of its own)
@@ -64,15 +66,7 @@ func startInShell(t *testing.T, args ...string) (int, string) {
 }
 
 // alive reports whether pid is a live process (a zombie is not: it only waits for init).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
-}
+func alive(pid int) bool { return procstat.Running("", pid) }
 
 // sessionOf is the session id of pid (/proc/PID/stat's sixth field).
 func sessionOf(t *testing.T, pid int) int {

@@ -181,16 +181,19 @@ func supervisorStallDuringReload(t *testing.T, bins binaries) {
 		}
 	}
 	// The log comes through a pipe copied by another goroutine: give it a moment.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) &&
-		!(strings.Contains(sp.logs.String(), "supervisor was not running") && strings.Contains(sp.logs.String(), "reload done")); {
-		time.Sleep(20 * time.Millisecond)
+	stalled, done := -1, -1
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		logs := sp.logs.String()
+		if stalled, done = strings.Index(logs, "supervisor was not running"), strings.Index(logs, "reload done"); stalled >= 0 && done >= 0 {
+			break
+		}
 	}
-	if !strings.Contains(sp.logs.String(), "supervisor was not running") {
+	if stalled < 0 {
 		t.Error("the stall was not logged")
 	}
-	if !strings.Contains(sp.logs.String(), "reload done") {
+	if done < 0 {
 		t.Error("the reload's end was not logged")
-	} else if i, j := strings.Index(sp.logs.String(), "supervisor was not running"), strings.Index(sp.logs.String(), "reload done"); i > j {
+	} else if stalled > done {
 		t.Error("the reload was done before the stall: it did not wait across it")
 	}
 }

@@ -355,13 +355,7 @@ func TestUptimeAcrossStall(t *testing.T) {
 			// returns, and sleeps overrun.
 			var started time.Time
 			pid := 0
-			got := make(chan struct{})
-			s.post(func() {
-				p := s.slots[0].cur
-				started, pid = p.started, p.pid
-				close(got)
-			})
-			<-got
+			s.call(func() { started, pid = s.slots[0].cur.started, s.slots[0].cur.pid })
 			time.Sleep(c.before)
 			release := make(chan struct{})
 			stallBegan := make(chan time.Time, 1)

@@ -297,16 +297,31 @@ func auxvClockTicks(b []byte) (int64, bool) {
 // field 22): with the pid it names one process across pid reuse. root is /proc's path
 // ("" for /proc).
 func StartTime(root string, pid int) (uint64, error) {
+	st, err := readStat(root, pid)
+	if err != nil {
+		return 0, fmt.Errorf("read start time: %w", err)
+	}
+	return st.starttime, nil
+}
+
+// Running reports whether process pid exists and has not exited: a zombie, dead and
+// waiting for its parent to reap it, is not running. root is /proc's path ("" for /proc).
+func Running(root string, pid int) bool {
+	st, err := readStat(root, pid)
+	return err == nil && st.state != 'Z'
+}
+
+func readStat(root string, pid int) (procStat, error) {
 	if root == "" {
 		root = "/proc"
 	}
 	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, fmt.Errorf("read start time: %w", err)
+		return procStat{}, err
 	}
 	st, err := parseStat(b)
 	if err != nil {
-		return 0, fmt.Errorf("read start time of %d: %w", pid, err)
+		return procStat{}, fmt.Errorf("%d: %w", pid, err)
 	}
-	return st.starttime, nil
+	return st, nil
 }
