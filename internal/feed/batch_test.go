@@ -238,30 +238,26 @@ func TestReadMmapFollowsWriteRole(t *testing.T) {
 }
 
 // readersMmap is the mmap_size of every read connection of s, or "mixed" when they differ.
-// It holds them all for a moment, as tuneReaders does.
+// It holds them all for a moment, taking turns with tuneReaders.
 func readersMmap(t *testing.T, s *Store) string {
 	t.Helper()
-	var held []*reader
-	defer func() {
-		for _, r := range held {
-			s.putReader(r)
-		}
-	}()
 	got := ""
-	for range s.readerCount {
-		r, err := s.getReader()
-		if err != nil {
-			t.Fatal(err)
+	held, err := s.withAllReaders(func(rs []*reader) error {
+		for _, r := range rs {
+			v, err := r.QueryText("PRAGMA mmap_size")
+			if err != nil {
+				return err
+			}
+			if got != "" && v != got {
+				got = "mixed"
+				return nil
+			}
+			got = v
 		}
-		held = append(held, r)
-		v, err := r.QueryText("PRAGMA mmap_size")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != "" && v != got {
-			return "mixed"
-		}
-		got = v
+		return nil
+	})
+	if err != nil || !held {
+		t.Fatalf("read mmap_size: held %v, %v", held, err)
 	}
 	return got
 }

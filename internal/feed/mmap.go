@@ -103,7 +103,6 @@ func (s *Store) ownerProcs(owning bool) {
 func (s *Store) tuneReaders() {
 	defer close(s.tunerDone)
 	cur := s.mmapSize
-	held := make([]*reader, 0, cap(s.readers))
 	for {
 		select {
 		case <-s.stop:
@@ -114,27 +113,17 @@ func (s *Store) tuneReaders() {
 		if want == cur {
 			continue
 		}
-		for range s.readerCount {
-			select {
-			case r := <-s.readers:
-				held = append(held, r)
-			case <-s.stop:
-				for _, r := range held {
-					s.putReader(r)
+		held, err := s.withAllReaders(func(rs []*reader) error {
+			for _, r := range rs {
+				if err := r.Exec(fmt.Sprintf("PRAGMA mmap_size=%d", want)); err != nil {
+					return err
 				}
-				return
 			}
+			return nil
+		})
+		if !held {
+			return // closing
 		}
-		var err error
-		for _, r := range held {
-			if err = r.Exec(fmt.Sprintf("PRAGMA mmap_size=%d", want)); err != nil {
-				break
-			}
-		}
-		for _, r := range held {
-			s.putReader(r)
-		}
-		held = held[:0]
 		if err != nil {
 			s.log.Warn("set the read connections' mmap_size", zap.Int64("bytes", want), zap.Error(err))
 			continue
@@ -142,4 +131,27 @@ func (s *Store) tuneReaders() {
 		cur = want
 		s.log.Debug("read connections' mmap_size set", zap.Int64("bytes", want))
 	}
+}
+
+// withAllReaders takes every read connection out of the pool, calls f with them and puts
+// them back; held is false, and f is not called, when the store closes first. Callers take
+// turns: two that each held part of the pool would wait on each other for ever.
+func (s *Store) withAllReaders(f func([]*reader) error) (held bool, err error) {
+	s.holdAll.Lock()
+	defer s.holdAll.Unlock()
+	rs := make([]*reader, 0, s.readerCount)
+	defer func() {
+		for _, r := range rs {
+			s.putReader(r)
+		}
+	}()
+	for range s.readerCount {
+		select {
+		case r := <-s.readers:
+			rs = append(rs, r)
+		case <-s.stop:
+			return false, nil
+		}
+	}
+	return true, f(rs)
 }

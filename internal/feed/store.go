@@ -158,6 +158,7 @@ type Store struct {
 	role      atomic.Int32  // the write role chooseMmap maps for: roleOther, roleOwner, roleFollower
 	quiet     atomic.Bool   // no commit to the file for readsQuietAfter (see MmapSize)
 	mmapKick  chan struct{} // wakes tuneReaders
+	holdAll   sync.Mutex    // serializes withAllReaders (see there)
 	tunerDone chan struct{} // closed when tuneReaders has returned; nil if it never started
 
 	lockWaits, lockTimeouts      atomic.Uint64
