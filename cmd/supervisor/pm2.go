@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"slices"
@@ -45,58 +46,48 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 	if err := checkSocketPath(*socket); err != nil {
 		return err
 	}
-	pid := socketOwner(ctx, *socket)
-	if _, err := controlCall(ctx, *socket, "POST", "/stop", nil); err != nil {
+	// The pid of the supervisor that takes /stop, from the connection the request goes on
+	// (SO_PEERCRED; controlClient has checked its owner). An upgrade execs in place, so
+	// the pid stays the one to wait for.
+	pid := 0
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if uc, ok := i.Conn.(*net.UnixConn); ok {
+			if cred, err := ipc.PeerCred(uc); err == nil {
+				pid = int(cred.Pid)
+			}
+		}
+	}}
+	if _, err := controlCall(httptrace.WithClientTrace(ctx, trace), *socket, "POST", "/stop", nil); err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	// Gone means the socket no longer answers and then the process has exited: it removes
-	// its socket once its workers have stopped, but exits a moment later (its last log
-	// lines, a -race binary's report), and a caller that starts another on the same port
-	// or checks the pid must not find it still there.
-	for {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "unix", *socket)
-		if err == nil {
-			conn.Close()
+	// Gone means the process has exited: it removes its socket once its workers have
+	// stopped, but exits a moment later (its last log lines, a -race binary's report), and
+	// a caller that starts another on the same port or checks the pid must not find it
+	// still there. Where the pid is unknown, or is this process (a supervisor run inside
+	// it), the socket no longer answering is all there is to see.
+	gone, still := func() bool { return !procstat.Running("", pid) }, fmt.Sprintf("the supervisor (pid %d) has not exited", pid)
+	if pid <= 0 || pid == os.Getpid() {
+		gone = func() bool {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "unix", *socket)
+			if err == nil {
+				conn.Close()
+			}
+			return err != nil && ctx.Err() == nil
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("kill: the supervisor at %s still answers after %v", *socket, *wait)
-		}
-		if err != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+		still = fmt.Sprintf("the supervisor at %s still answers", *socket)
 	}
-	for pid > 0 && pid != os.Getpid() && procstat.Running("", pid) {
+	for !gone() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kill: the supervisor (pid %d) closed its socket but has not exited after %v", pid, *wait)
-		case <-time.After(10 * time.Millisecond):
+			return fmt.Errorf("kill: %s after %v", still, *wait)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	fmt.Fprintln(stdout, "killed: the supervisor and its workers stopped")
 	return nil
-}
-
-// socketOwner is the pid of the process listening on the control socket, as the kernel
-// gives it (SO_PEERCRED); 0 when it cannot tell (then kill waits for the socket alone).
-func socketOwner(ctx context.Context, socket string) int {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socket)
-	if err != nil {
-		return 0
-	}
-	defer c.Close()
-	cred, err := ipc.PeerCred(c.(*net.UnixConn))
-	if err != nil {
-		return 0
-	}
-	return int(cred.Pid)
 }
 
 // controlCall sends one request to the control socket and returns the body of a 2xx

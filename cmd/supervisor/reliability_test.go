@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -27,6 +26,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver: test databases and the checks after a crash
 
+	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
 )
@@ -89,14 +89,7 @@ func clusterConfig(n int, db, products string, extra string) string {
 }
 
 // processGone reports whether pid has exited (a zombie nobody reaps counts as gone).
-func processGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && len(b) > i+2 && b[i+2] == 'Z'
-}
+func processGone(pid int) bool { return !procstat.Running("", pid) }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -364,14 +364,7 @@ func pids(s *Supervisor) []int {
 }
 
 // gone reports whether pid has exited (a zombie of an absent reaper counts as gone).
-func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && len(b) > i+2 && b[i+2] == 'Z'
-}
+func gone(pid int) bool { return !procstat.Running("", pid) }
 
 // startSupervisorProcess runs fakeSupervisor in a child process and returns it with its
 // address and worker pids.

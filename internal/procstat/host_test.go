@@ -1,12 +1,6 @@
 package procstat
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"testing"
-)
+import "testing"
 
 func TestReadHost(t *testing.T) {
 	h, err := ReadHost("testdata/proc")
@@ -54,37 +48,4 @@ func FuzzParseCPUs(f *testing.F) {
 			t.Fatalf("no error and no cpu from %q", in)
 		}
 	})
-}
-
-func TestRunning(t *testing.T) {
-	root := t.TempDir()
-	stat := func(pid int, comm string, state byte) {
-		dir := filepath.Join(root, strconv.Itoa(pid))
-		os.MkdirAll(dir, 0o755)
-		line := fmt.Sprintf("%d (%s) %c 1 %d 0 0 -1 0 0 0 0 0 5 3 0 0 20 0 1 0 4242 1000 10\n", pid, comm, state, pid)
-		os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644)
-	}
-	stat(10, "supervisor", 'S')
-	stat(11, "supervisor", 'Z')
-	stat(12, "a) Z (b", 'R') // comm may hold ") Z": the state is after the last ')'
-	tests := []struct {
-		name string
-		pid  int
-		want bool
-	}{
-		{"sleeping", 10, true},
-		{"zombie", 11, false},
-		{"comm with parentheses", 12, true},
-		{"gone", 13, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Running(root, tt.pid); got != tt.want {
-				t.Errorf("Running(%d) = %v, want %v", tt.pid, got, tt.want)
-			}
-		})
-	}
-	if !Running("", os.Getpid()) {
-		t.Error("Running(own pid) = false")
-	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary plays the sampled processes when this variable names the role.
@@ -499,6 +501,44 @@ func TestParseStat(t *testing.T) {
 				t.Errorf("parseStat = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunning: a process that exists and has not exited is running; a zombie (exited,
+// not yet reaped) and a pid with no process are not. The fixture tree's pid 100 has ") "
+// inside its comm: the state is read after the last ')'.
+func TestRunning(t *testing.T) {
+	child := exec.Command("true")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for its exit without reaping it: until Wait, it is a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, child.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	fixture := filepath.Join("testdata", "proc")
+	tests := []struct {
+		name string
+		root string
+		pid  int
+		want bool
+	}{
+		{"this process", "", os.Getpid(), true},
+		{"fixture, comm with parentheses", fixture, 100, true},
+		{"zombie", "", child.Process.Pid, false},
+		{"no such pid", fixture, 999, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Running(tc.root, tc.pid); got != tc.want {
+				t.Errorf("Running(%q, %d) = %v, want %v", tc.root, tc.pid, got, tc.want)
+			}
+		})
+	}
+	child.Wait()
+	if Running("", child.Process.Pid) {
+		t.Errorf("Running(%d) after it was reaped = true", child.Process.Pid)
 	}
 }
 
