@@ -141,8 +141,12 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 			quotaCores = 0
 		} else {
 			q.Remove()
-			note = fmt.Sprintf("CPU quota: %g cores (cgroup v%d, %v period) for each server, on cores %s; the generator on cores %s.",
-				quotaCores, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
+			unit := "cores"
+			if quotaCores == 1 {
+				unit = "core"
+			}
+			note = fmt.Sprintf("CPU quota: %g %s (cgroup v%d, %v period) for each server, on cores %s; the generator on cores %s.",
+				quotaCores, unit, q.Version, cpuquota.Period, ceiling.FormatCPUList(serverCPUs), ceiling.FormatCPUList(genCPUs))
 		}
 	}
 	genPin := selfPinFIFO(self, c.genFIFO)

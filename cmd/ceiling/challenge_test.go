@@ -15,7 +15,9 @@ import (
 
 // TestChallengeEndToEnd runs `ceiling challenge` with the real worker and generator: one
 // short trial of a few hundred users, in a CPU quota where this machine lets the test make
-// one (else unlimited, as the command says), and checks the report and the JSON.
+// one (else unlimited, as the command says), and checks the report and the JSON. Like
+// TestChallengeLoadHosts it asserts the plumbing and that the score follows the verdict,
+// not the verdict, which is the machine's load of the moment.
 func TestChallengeEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the worker and the generator and runs a trial")
@@ -35,7 +37,7 @@ func TestChallengeEndToEnd(t *testing.T) {
 	// The test binary is `ceiling` here (TestMain), so that `ceiling pin`, which the
 	// command runs as its own executable to start the server, exists.
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(os.Args[0], "challenge", "-users", "300", "-time-scale", "20",
+	cmd := exec.Command(os.Args[0], "challenge", "-users", "300", "-time-scale", "5",
 		"-ramp", "1s", "-hold", "3s", "-rampdown", "1s", "-seed", seed, "-tokens", tokens,
 		// A busy machine's stalls must not make the trial invalid here; the verdict's own
 		// tests are genhealth's and the generators'.
@@ -49,7 +51,7 @@ func TestChallengeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := stdout.String()
-	for _, want := range []string{"worker: trial 300 users (6,000 user-equivalents): PASS", "score (user-equivalents)", challenge.Published} {
+	for _, want := range []string{"worker: trial 300 users (1,500 user-equivalents): ", "score (user-equivalents)", challenge.Published} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -64,12 +66,32 @@ func TestChallengeEndToEnd(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &got)
 	}
-	if err != nil || len(got.Scores) != 1 || got.Scores[0].Users != 300 || got.Scores[0].UserEquivalents != 6000 {
+	if err != nil || len(got.Scores) != 1 {
 		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
 	}
-	if tr := got.Scores[0].Trials; len(tr) != 1 || tr[0].PerRequest <= 0 || tr[0].Result.Requests == 0 {
-		t.Errorf("trial %+v: want requests and a CPU per request", tr)
-	} else if h := tr[0].Result.Health; h.Windows == 0 || h.Saturated || h.Thresholds.CPUShare != 100 {
-		t.Errorf("trial's generator verdict %s (%d windows, thresholds %+v): want ok, measured under the given thresholds", h, h.Windows, h.Thresholds)
+	tr := got.Scores[0].Trials
+	if len(tr) != 1 || tr[0].PerRequest <= 0 || tr[0].Result.Requests == 0 {
+		t.Fatalf("trial %+v: want requests and a CPU per request", tr)
+	}
+	if h := tr[0].Result.Health; h.Windows == 0 || h.Thresholds.CPUShare != 100 {
+		t.Errorf("trial's generator verdict %s (%d windows, thresholds %+v): want one, measured under the given thresholds", h, h.Windows, h.Thresholds)
+	}
+	scoreFollowsVerdict(t, got.Scores[0], 300, 1500)
+}
+
+// scoreFollowsVerdict checks s, a score of one trial of users users (ue user-equivalents):
+// that users if the trial passed; 0 and the generator's limit there if the trial was
+// invalid (its generator saturated); 0 if it failed.
+func scoreFollowsVerdict(t *testing.T, s challenge.Score, users int, ue float64) {
+	t.Helper()
+	switch v := s.Trials[0]; {
+	case v.Pass && (s.Users != users || s.UserEquivalents != ue || s.GeneratorLimit != 0):
+		t.Errorf("trial passed, score %d users (%g user-equivalents), generator limit %d; want %d (%g), none", s.Users, s.UserEquivalents, s.GeneratorLimit, users, ue)
+	case v.Invalid && (v.Pass || !v.Result.Health.Saturated || s.Users != 0 || s.GeneratorLimit != users):
+		t.Errorf("trial invalid (pass %v, generator %s), score %d users, generator limit %d; want not passed, saturated, 0, %d", v.Pass, v.Result.Health, s.Users, s.GeneratorLimit, users)
+	case !v.Pass && !v.Invalid && (s.Users != 0 || s.GeneratorLimit != 0):
+		t.Errorf("trial failed, score %d users, generator limit %d; want 0, none", s.Users, s.GeneratorLimit)
+	case !v.Pass:
+		t.Logf("the trial did not pass on this machine now (invalid %v): %s", v.Invalid, v.Result.Health)
 	}
 }

@@ -58,6 +58,12 @@ func runCeiling(t *testing.T, args ...string) string {
 // load hosts (network namespaces with their own sshd: package nstest), the server on
 // this side of the first host's veth: each host runs its share of the users, the merged
 // result is judged and scored.
+//
+// It asserts the plumbing, not the verdict: the load hosts, the server and the other test
+// packages share this machine's cores, so whether a trial passes, fails or is invalid
+// (the generator saturated) is the machine's load of the moment (CI: a trial on a core
+// that the -race tests beside it also used held 359 of ~600 req/s, its send lag p99 1.4 s).
+// Whatever the verdict, the score must follow it.
 func TestChallengeLoadHosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the worker and the generator and runs a trial over ssh")
@@ -71,19 +77,14 @@ func TestChallengeLoadHosts(t *testing.T) {
 		t.Fatalf("tokens: %v\n%s", err, out)
 	}
 	out := filepath.Join(dir, "scores.json")
-	report := runCeiling(t, append([]string{"challenge", "-users", "300", "-time-scale", "20",
+	report := runCeiling(t, append([]string{"challenge", "-users", "300", "-time-scale", "5",
 		"-ramp", "1s", "-hold", "3s", "-rampdown", "1s", "-seed", seed, "-tokens", tokens,
-		// A busy machine's stalls must not make the trial invalid here (see
-		// TestChallengeEndToEnd).
-		"-saturation", "hiccup=1s,send-lag=1s,cpu=100",
-		// One core, not the challenge's 0.2: this tests the load hosts, not the server's
-		// limit, and 6,000 user-equivalents took ~0.17 of 0.2 cores (288 µs per request at
-		// 584 req/s in one CI run), so a loaded machine's stall during the ramp put p95
-		// over 500 ms there.
-		"-cpu", "1",
+		// Lenient thresholds and a whole core, so that on an idle machine the trial passes;
+		// the assertions below hold whatever the verdict.
+		"-saturation", "hiccup=1s,send-lag=1s,cpu=100", "-cpu", "1",
 		"-worker", filepath.Join(dir, "worker"), "-autocannon", filepath.Join(dir, "autocannon"), "-out", out},
 		loadHostArgs(hs)...)...)
-	for _, want := range []string{"The generator runs on 2 load host(s) over ssh", "worker: trial 300 users (6,000 user-equivalents): PASS", "score (user-equivalents)"} {
+	for _, want := range []string{"The generator runs on 2 load host(s) over ssh", "worker: trial 300 users (1,500 user-equivalents): ", "score (user-equivalents)"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -95,17 +96,19 @@ func TestChallengeLoadHosts(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &got)
 	}
-	if err != nil || len(got.Scores) != 1 || got.Scores[0].UserEquivalents != 6000 {
+	if err != nil || len(got.Scores) != 1 {
 		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
 	}
-	tr := got.Scores[0].Trials
+	s := got.Scores[0]
+	tr := s.Trials
 	if len(tr) != 1 || tr[0].Result.Requests == 0 || tr[0].PerRequest <= 0 {
 		t.Fatalf("trial %+v: want requests and a CPU per request", tr)
 	}
-	// Both hosts' users are in the merged result, and both hosts' verdicts.
-	if r := tr[0].Result; r.Users != 300 || r.Health.Windows == 0 || r.Health.Saturated {
-		t.Errorf("merged trial: %d users, generator %s (%d windows); want 300 users, ok", r.Users, r.Health, r.Health.Windows)
+	// Both hosts' users are in the merged result, and both hosts' generator windows.
+	if r := tr[0].Result; r.Users != 300 || r.Health.Windows == 0 {
+		t.Errorf("merged trial: %d users, %d generator windows; want 300 users and the generator's verdict", r.Users, r.Health.Windows)
 	}
+	scoreFollowsVerdict(t, s, 300, 1500)
 }
 
 // TestSweepLoadHosts runs `ceiling sweep -load-hosts` at N=1 on one workload: the cluster
