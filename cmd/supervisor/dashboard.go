@@ -394,14 +394,21 @@ func readSmall(p string, limit int64) ([]byte, error) {
 	return b, err
 }
 
-// processAlive reports whether a process of that pid exists (EPERM: it does, another
-// user's).
+// processAlive reports whether a process of that pid exists and has not exited (EPERM: it
+// exists, another user's). kill(pid, 0) also succeeds on a zombie, a sweep that has exited
+// but whose parent has not reaped it yet, so /proc has the last word where it shows the
+// process (with hidepid it may not: kill's answer stands then).
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+		return true
+	}
+	return procstat.Running("", pid)
 }
 
 // handler serves the page and its assets, the event stream and the sweep's plots.

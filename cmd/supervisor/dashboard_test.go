@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/goldentest"
@@ -222,6 +225,41 @@ func TestDashboardCeiling(t *testing.T) {
 	os.WriteFile(filepath.Join(bad, "progress.json"), []byte("{half"), 0o644)
 	if c := readCeiling(bad, now, processAlive); c.State != "unreadable" || !strings.Contains(c.Error, "progress.json") {
 		t.Errorf("a broken progress file: got %+v, want unreadable, naming the file", c)
+	}
+}
+
+// TestProcessAlive: the dashboard's check that a sweep's process still runs says no for a
+// sweep that has exited, reaped or not (a zombie answers kill(pid, 0) all the same).
+func TestProcessAlive(t *testing.T) {
+	child := exec.Command("true")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for its exit without reaping it: until Wait, it is a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, child.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		pid  int
+		want bool
+	}{
+		{"this process", os.Getpid(), true},
+		{"init, another user's where not root", 1, true},
+		{"exited, not reaped", child.Process.Pid, false},
+		{"no pid", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := processAlive(tc.pid); got != tc.want {
+				t.Errorf("processAlive(%d) = %v, want %v", tc.pid, got, tc.want)
+			}
+		})
+	}
+	child.Wait()
+	if processAlive(child.Process.Pid) {
+		t.Errorf("processAlive(%d) after it was reaped = true", child.Process.Pid)
 	}
 }
 

@@ -184,7 +184,7 @@ func parseTimestamp(v string) (*cluster.LogDateFormat, error) {
 
 // logsQuery reads GET /logs's form parameters into sel and the printer they ask for:
 // format ("" PM2's view, raw, json: pm2Line objects, which `supervisor logs` asks for and
-// renders), timestamp (a day.js format, for PM2's view), type
+// renders), timestamp (a day.js format, or true for the default one, for PM2's view), type
 // (out or err: that stream's lines only) and apps=1 (the apps' lines only).
 func logsQuery(q url.Values, sel *lineFilter) (*logPrinter, error) {
 	p := &logPrinter{mode: q.Get("format")}
@@ -201,13 +201,11 @@ func logsQuery(q url.Values, sel *lineFilter) (*logPrinter, error) {
 		return nil, fmt.Errorf("type: %q: want out or err", sel.stream)
 	}
 	sel.appOnly = sel.appOnly || q.Get("apps") == "1"
-	if v := q.Get("timestamp"); v != "" {
-		f, err := cluster.ParseLogDateFormat(v)
-		if err != nil {
-			return nil, fmt.Errorf("timestamp: %w", err)
-		}
-		p.stamp = &f
+	stamp, err := parseTimestamp(q.Get("timestamp"))
+	if err != nil {
+		return nil, err
 	}
+	p.stamp = stamp
 	return p, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -254,4 +255,53 @@ func FuzzLogLine(f *testing.F) {
 			o.print(strings.NewReader(msg), &out, &errb) // not JSON: an error, no panic
 		}
 	})
+}
+
+// TestLogsQuery: GET /logs's parameters, as the CLI and curl send them: timestamp=true is
+// the default format there too (as `logs --timestamp` alone), false none.
+func TestLogsQuery(t *testing.T) {
+	at := time.Date(2026, 12, 6, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		query   string
+		stamp   string // the printer's stamp of at, "" for none
+		appOnly bool
+		err     string
+	}{
+		{"none", "", "", false, ""},
+		{"true: the default format", "timestamp=true", "2026-12-06-03:04:05", false, ""},
+		{"false", "timestamp=false", "", false, ""},
+		{"a format", "timestamp=HH:mm", "03:04", false, ""},
+		{"raw is the apps' lines", "format=raw", "", true, ""},
+		{"apps=1", "apps=1&type=err", "", true, ""},
+		{"unclosed bracket", "timestamp=[HH", "", false, "timestamp"},
+		{"unknown format", "format=xml", "", false, "format"},
+		{"unknown type", "type=all", "", false, "type"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sel lineFilter
+			p, err := logsQuery(q, &sel)
+			if tc.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err+":") {
+					t.Errorf("error %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stamp string
+			if p.stamp != nil {
+				stamp = string(p.stamp.AppendFormat(nil, at))
+			}
+			if stamp != tc.stamp || sel.appOnly != tc.appOnly {
+				t.Errorf("stamp %q, apps only %v; want %q, %v", stamp, sel.appOnly, tc.stamp, tc.appOnly)
+			}
+		})
+	}
 }

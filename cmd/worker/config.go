@@ -121,7 +121,7 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
-	raw.window = fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", "4ms"),
+	raw.window = fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", feed.DefaultCommitWindow.String()),
 		"the least time between the starts of two small group commits (8 or more waiting writes commit at once); 0: none (env COMMIT_WINDOW)")
 	raw.commitMax = fs.String("commit-max", envOr(getenv, "COMMIT_MAX", "128"), "the most writes in one group commit (env COMMIT_MAX)")
 	raw.ownerProcs = fs.String("owner-gomaxprocs", envOr(getenv, "OWNER_GOMAXPROCS", "0"),

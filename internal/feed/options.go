@@ -87,8 +87,8 @@ type Options struct {
 	// CommitWindow is the least time from the start of one group commit to the start of
 	// the next: the file sees at most one commit per window, and writes that arrive
 	// meanwhile share the next one; a write that finds no commit in the last window
-	// commits at once; a batch of 8 or more writes commits without waiting. Default 4 ms;
-	// negative: none (commit whatever has queued as soon as the previous commit ends).
+	// commits at once; a batch of 8 or more writes commits without waiting. Default
+	// DefaultCommitWindow; negative: none (commit whatever has queued as soon as the previous commit ends).
 	// Why 4 and not 1: every commit drops every reader's page cache, in every process;
 	// once the event loop yielded to the committer on time (internal/http1's loopYield),
 	// 1 ms meant ~490 commits/s of 1.9 writes under the 2-worker mix and 104 µs of CPU a
@@ -134,6 +134,9 @@ const (
 	WritesFlock = "flock"
 )
 
+// DefaultCommitWindow is Options.CommitWindow's default (why 4 ms: there).
+const DefaultCommitWindow = 4 * time.Millisecond
+
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -166,7 +169,7 @@ func (o *Options) setDefaults() {
 		o.Writes = WritesOwner
 	}
 	if o.CommitWindow == 0 {
-		o.CommitWindow = 4 * time.Millisecond
+		o.CommitWindow = DefaultCommitWindow
 	} else if o.CommitWindow < 0 {
 		o.CommitWindow = 0
 	}
