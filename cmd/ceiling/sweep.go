@@ -313,6 +313,7 @@ func runSweep(ctx context.Context, args []string, getenv func(string) string, st
 	for _, n := range s.Notes() {
 		fmt.Fprintln(stderr, "ceiling sweep:", n)
 	}
+	f.reannounce(s, stderr)
 	err = s.Sweep(ctx)
 	medians := ceiling.MedianRuns(p.sweep.Runs)
 	if *f.repeat > 1 || len(medians) < len(p.sweep.Runs) {
@@ -340,6 +341,7 @@ type sweepFlags struct {
 	hosts                                                   *loadHostFlags
 	app                                                     *appFlags
 	nlist                                                   []int // the worker counts N
+	announced                                               int   // the runs announce counted
 }
 
 // parseSweepFlags parses and checks `ceiling sweep`'s flags, and resolves what they leave
@@ -444,21 +446,39 @@ func (f *sweepFlags) announce(stderr io.Writer) {
 			starts += len(nlist)
 		}
 	}
-	perRun := c.d.Seconds() + c.warmup.Seconds() + 0.6
-	if len(f.hosts.hosts) > 0 {
-		perRun += 2 * f.hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
-	}
 	runs, starts = runs**f.repeat, starts**f.repeat
-	est := float64(runs)*perRun + float64(starts)*2.5
-	if *f.imbN > 1 {
-		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
-	}
+	f.announced = runs
 	rounds := ""
 	if *f.repeat > 1 {
 		rounds = fmt.Sprintf(" in %d rounds", *f.repeat)
 	}
 	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up)%s: about %.0f s\n",
-		nlist, *f.modes, c.workloads, runs, c.d, c.warmup, rounds, est)
+		nlist, *f.modes, c.workloads, runs, c.d, c.warmup, rounds, f.estimate(starts, runs))
+}
+
+// reannounce says the sweep's length again when the peers found here (s's plan) leave
+// runs out that announce counted: a missing pm2 or nginx, node without zstd.
+func (f *sweepFlags) reannounce(s *ceiling.Sweeper, stderr io.Writer) {
+	starts, runs := s.Planned()
+	if runs == f.announced {
+		return
+	}
+	fmt.Fprintf(stderr, "ceiling sweep: %d runs with the peers found here (see above): about %.0f s\n", runs, f.estimate(starts, runs))
+}
+
+// estimate is the seconds that starts server starts and runs measured runs take, the
+// few-connection run included.
+func (f *sweepFlags) estimate(starts, runs int) float64 {
+	c := f.c
+	perRun := c.d.Seconds() + c.warmup.Seconds() + 0.6
+	if len(f.hosts.hosts) > 0 {
+		perRun += 2 * f.hosts.lead.Seconds() // the warm-up and the measured run each wait for the agreed start
+	}
+	est := float64(runs)*perRun + float64(starts)*2.5
+	if *f.imbN > 1 {
+		est += c.d.Seconds() + c.warmup.Seconds() + 2.5
+	}
+	return est
 }
 
 // configure adds the sweep's own settings to the prepared configuration.

@@ -86,6 +86,36 @@ func TestSweepPlanInterleaves(t *testing.T) {
 	}
 }
 
+// TestPlannedLeavesOutMissingPeers: the runs the sweep will make, which `ceiling sweep`
+// announces again when they differ from what the flags asked: a peer that is skipped
+// here and a coding its node lacks are not counted.
+func TestPlannedLeavesOutMissingPeers(t *testing.T) {
+	wls := []Workload{{Name: "heavy"}, {Name: "heavy+gzip"}, {Name: "heavy+zstd"}}
+	for _, tc := range []struct {
+		name         string
+		skip         map[string]string
+		lacks        map[string][]string
+		starts, runs int
+	}{
+		// cluster: all three workloads; pm2: heavy; pm2-compress: the two coded ones.
+		{"every peer here", nil, nil, 6, 12},
+		{"node without zstd", nil, map[string][]string{ModePM2Compress: {"zstd"}}, 6, 10},
+		{"no pm2", map[string]string{ModePM2: "pm2 not found", ModePM2Compress: "pm2 not found"}, nil, 2, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewSweeper(SweepConfig{SeedDB: "x", WorkDir: t.TempDir(), NoPin: true, Ns: []int{1, 2},
+				Modes: []string{ModeCluster, ModePM2, ModePM2Compress}, Workloads: wls})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.peers.skip, s.peers.lacks = tc.skip, tc.lacks
+			if starts, runs := s.Planned(); starts != tc.starts || runs != tc.runs {
+				t.Errorf("Planned() = %d starts, %d runs; want %d, %d", starts, runs, tc.starts, tc.runs)
+			}
+		})
+	}
+}
+
 // TestNoPrediction: a series none of whose runs the server's own limit decided gives no
 // headline number, only the reason and the command to measure again. The figures are a
 // quick sweep on a busy 2-core host whose report once headlined "14,441 req/s, limit cpu".

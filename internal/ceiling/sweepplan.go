@@ -37,6 +37,16 @@ func (s *Sweeper) plan() []cell {
 	return out
 }
 
+// Planned counts what Sweep will run, peers found missing here left out: server starts
+// and measured runs (the few-connection run not counted).
+func (s *Sweeper) Planned() (starts, runs int) {
+	for _, c := range s.plan() {
+		starts++
+		runs += len(c.workloads)
+	}
+	return starts, runs
+}
+
 // Sweep runs every (N, mode) cell, Repeat rounds over: one server start each, then every
 // workload against it, then (at ImbalanceN, in the first round) the few-connection run.
 func (s *Sweeper) Sweep(ctx context.Context) (err error) {
