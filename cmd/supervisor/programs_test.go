@@ -189,7 +189,7 @@ func TestProgramDyingAtStartErrors(t *testing.T) {
 	proctest.Need(t, "python3")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cluster.yaml")
-	os.WriteFile(cfg, []byte("instances: 1\nmax_restarts: 2\nexp_backoff_restart_delay: 50ms\n"), 0o600)
+	os.WriteFile(cfg, []byte("instances: 1\nmax_restarts: 2\nexp_backoff_restart_delay: 50ms\nmin_uptime: 60s\n"), 0o600)
 	c := &runningCluster{socket: filepath.Join(dir, "s.sock")}
 	done := make(chan error, 1)
 	go func() {

@@ -21,13 +21,17 @@ type PeerComparison struct {
 }
 
 // ComparePeers pairs each peer run of the sweep (unshaped) with the cluster's run of the
-// same workload and N, in the order of the peer runs. A peer run with no cluster run
-// beside it, or skipped, is still listed, with zero ratios.
+// same workload and N, in the order of the peer runs: the cluster's run of the same round
+// where runs of several rounds are given (a -repeat sweep's raw runs: each round's peer
+// against that round's cluster), else its one run there (medians: a cell's one run).
+// A peer run with no cluster run beside it, or skipped, is still listed, with zero ratios.
 func ComparePeers(runs []Run) []PeerComparison {
-	ours := make(map[string]Run)
+	byRound, ours := make(map[string]Run), make(map[string]Run)
 	key := func(r Run) string { return fmt.Sprintf("%s/%d", r.Workload, r.N) }
+	roundKey := func(r Run) string { return fmt.Sprintf("%s/%d/%d", r.Workload, r.N, r.Round) }
 	for _, r := range runs {
 		if r.Mode == ModeCluster && r.Purpose == PurposeSweep && r.LinkBitsPerS == 0 {
+			byRound[roundKey(r)] = r
 			if prev, ok := ours[key(r)]; !ok || prev.Skipped != "" {
 				ours[key(r)] = r
 			}
@@ -45,7 +49,11 @@ func ComparePeers(runs []Run) []PeerComparison {
 			continue
 		}
 		c := PeerComparison{Workload: r.Workload, Peer: r.Mode, N: r.N, Theirs: r}
-		if o, ok := ours[key(r)]; ok {
+		o, ok := byRound[roundKey(r)]
+		if !ok {
+			o, ok = ours[key(r)]
+		}
+		if ok {
 			c.Ours = o
 			if o.Skipped == "" && r.Skipped == "" {
 				c.RPSRatio = ratio(o.RPS, r.RPS)

@@ -488,6 +488,14 @@ func TestComparePeers(t *testing.T) {
 		t.Errorf("got line %q", line)
 	}
 
+	// A -repeat sweep's raw runs: each round's peer run beside that round's cluster run.
+	rounds := []Run{run("heavy", ModeCluster, 1, 12000, 50, 31000, VerdictCPU), run("heavy", ModePM2, 1, 3000, 400, 32000, VerdictCPU),
+		run("heavy", ModeCluster, 1, 9000, 50, 31000, VerdictCPU), run("heavy", ModePM2, 1, 3000, 400, 32000, VerdictCPU)}
+	rounds[0].Round, rounds[1].Round, rounds[2].Round, rounds[3].Round = 1, 1, 2, 2
+	if got := ComparePeers(rounds); len(got) != 2 || got[0].RPSRatio != 4 || got[1].RPSRatio != 3 {
+		t.Errorf("two rounds: got %+v, want rps ratios 4 (round 1) and 3 (round 2)", got)
+	}
+
 	var b bytes.Buffer
 	if err := WriteReport(&b, runs, nil, ReportConfig{}); err != nil {
 		t.Fatal(err)
