@@ -201,7 +201,7 @@ func runAsync(t *testing.T, config string, args ...string) (*runningCluster, *sy
 func TestNodeAppWrongPort(t *testing.T) {
 	t.Parallel()
 	dir := nodeApps(t, false)
-	c, logs := runAsync(t, "instances: 1\nmax_restarts: 1\nexp_backoff_restart_delay: 50ms\nenv: {PORT: '4444'}\n",
+	c, logs := runAsync(t, "instances: 1\nmax_restarts: 1\nmin_uptime: 60s\nexp_backoff_restart_delay: 50ms\nenv: {PORT: '4444'}\n",
 		"--", "node", filepath.Join(dir, "plain.js"))
 	waitUntil(t, 30*time.Second, "slot errored", func() bool {
 		st, err := c.status()

@@ -184,7 +184,8 @@ func TestRealPrograms(t *testing.T) {
 }
 
 // TestProgramDyingAtStartErrors: a program that exits at once still goes errored after
-// max_restarts, whatever its readiness.
+// max_restarts, whatever its readiness. min_uptime 60 s: with the 1 s default, one start
+// that a loaded machine made slower than that counted as stable and reset the count.
 func TestProgramDyingAtStartErrors(t *testing.T) {
 	proctest.Need(t, "python3")
 	dir := t.TempDir()

@@ -111,7 +111,8 @@ func TestNotifyReadyWithErroredSlot(t *testing.T) {
 	n := &notifications{}
 	wait := true // online only when it says so, which `false` never does
 	cfg := Config{Instances: 1, Command: []string{"false"}, Listen: "127.0.0.1:0", MaxRestarts: 1, WaitReady: &wait,
-		ExpBackoffRestartDelay: Duration(10 * time.Millisecond)}
+		// Every exit unstable, however slow a loaded machine makes one start of `false`.
+		MinUptime: Duration(time.Minute), ExpBackoffRestartDelay: Duration(10 * time.Millisecond)}
 	s, err := New(cfg, Options{Notify: n.add})
 	if err != nil {
 		t.Fatal(err)
