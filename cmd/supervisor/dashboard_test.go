@@ -9,16 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/goldentest"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // ceilingProgressGolden is the progress file internal/ceiling's test writes for a sweep in
@@ -231,15 +229,7 @@ func TestDashboardCeiling(t *testing.T) {
 // TestProcessAlive: the dashboard's check that a sweep's process still runs says no for a
 // sweep that has exited, reaped or not (a zombie answers kill(pid, 0) all the same).
 func TestProcessAlive(t *testing.T) {
-	child := exec.Command("true")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait for its exit without reaping it: until Wait, it is a zombie.
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, child.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
+	zombie, reap := proctest.Zombie(t)
 	tests := []struct {
 		name string
 		pid  int
@@ -247,7 +237,7 @@ func TestProcessAlive(t *testing.T) {
 	}{
 		{"this process", os.Getpid(), true},
 		{"init, another user's where not root", 1, true},
-		{"exited, not reaped", child.Process.Pid, false},
+		{"exited, not reaped", zombie, false},
 		{"no pid", 0, false},
 	}
 	for _, tc := range tests {
@@ -257,9 +247,9 @@ func TestProcessAlive(t *testing.T) {
 			}
 		})
 	}
-	child.Wait()
-	if processAlive(child.Process.Pid) {
-		t.Errorf("processAlive(%d) after it was reaped = true", child.Process.Pid)
+	reap()
+	if processAlive(zombie) {
+		t.Errorf("processAlive(%d) after it was reaped = true", zombie)
 	}
 }
 

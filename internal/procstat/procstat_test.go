@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // The test binary plays the sampled processes when this variable names the role.
@@ -508,15 +508,7 @@ func TestParseStat(t *testing.T) {
 // not yet reaped) and a pid with no process are not. The fixture tree's pid 100 has ") "
 // inside its comm: the state is read after the last ')'.
 func TestRunning(t *testing.T) {
-	child := exec.Command("true")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait for its exit without reaping it: until Wait, it is a zombie.
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, child.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
+	zombie, reap := proctest.Zombie(t)
 	fixture := filepath.Join("testdata", "proc")
 	tests := []struct {
 		name string
@@ -526,7 +518,7 @@ func TestRunning(t *testing.T) {
 	}{
 		{"this process", "", os.Getpid(), true},
 		{"fixture, comm with parentheses", fixture, 100, true},
-		{"zombie", "", child.Process.Pid, false},
+		{"zombie", "", zombie, false},
 		{"no such pid", fixture, 999, false},
 	}
 	for _, tc := range tests {
@@ -536,9 +528,9 @@ func TestRunning(t *testing.T) {
 			}
 		})
 	}
-	child.Wait()
-	if Running("", child.Process.Pid) {
-		t.Errorf("Running(%d) after it was reaped = true", child.Process.Pid)
+	reap()
+	if Running("", zombie) {
+		t.Errorf("Running(%d) after it was reaped = true", zombie)
 	}
 }
 
