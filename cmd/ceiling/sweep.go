@@ -341,7 +341,6 @@ type sweepFlags struct {
 	hosts                                                   *loadHostFlags
 	app                                                     *appFlags
 	nlist                                                   []int // the worker counts N
-	announced                                               int   // the runs announce counted
 }
 
 // parseSweepFlags parses and checks `ceiling sweep`'s flags, and resolves what they leave

@@ -10,35 +10,26 @@ import (
 // announce prints what the sweep will run and about how long it takes. Each mode runs the
 // workloads it serves (a peer only its own), one server start per N.
 func (f *sweepFlags) announce(stderr io.Writer) {
-	c, nlist := f.c, f.nlist
-	runs, starts := 0, 0
-	for _, m := range splitList(*f.modes) {
-		k := 0
-		for _, w := range splitList(c.workloads) {
-			if ceiling.ServesWorkload(m, w) {
-				k++
-			}
-		}
-		runs += len(nlist) * k
-		if k > 0 {
-			starts += len(nlist)
-		}
-	}
-	runs, starts = runs**f.repeat, starts**f.repeat
-	f.announced = runs
+	c := f.c
+	starts, runs := f.asked()
 	rounds := ""
 	if *f.repeat > 1 {
 		rounds = fmt.Sprintf(" in %d rounds", *f.repeat)
 	}
 	fmt.Fprintf(stderr, "ceiling sweep: N=%v modes=%s workloads=%s, %d runs of %v (+%v warm-up)%s: about %.0f s\n",
-		nlist, *f.modes, c.workloads, runs, c.d, c.warmup, rounds, f.estimate(starts, runs))
+		f.nlist, *f.modes, c.workloads, runs, c.d, c.warmup, rounds, f.estimate(starts, runs))
+}
+
+// asked counts the server starts and runs the flags ask for, before the peers are found.
+func (f *sweepFlags) asked() (starts, runs int) {
+	return ceiling.PlanSize(f.nlist, splitList(*f.modes), splitList(f.c.workloads), *f.repeat)
 }
 
 // reannounce says the sweep's length again when the peers found here (s's plan) leave
 // runs out that announce counted: a missing pm2 or nginx, node without zstd.
 func (f *sweepFlags) reannounce(s *ceiling.Sweeper, stderr io.Writer) {
 	starts, runs := s.Planned()
-	if runs == f.announced {
+	if _, asked := f.asked(); runs == asked {
 		return
 	}
 	fmt.Fprintf(stderr, "ceiling sweep: %d runs with the peers found here (see above): about %.0f s\n", runs, f.estimate(starts, runs))

@@ -18,33 +18,59 @@ type cell struct {
 	workloads []Workload
 }
 
-// plan is the sweep's server starts in order: Repeat rounds, each every (N, mode) with the
-// workloads that mode serves. Rounds are outermost: repeats of one cell are a whole round
-// apart, never back to back.
+// plan is the sweep's server starts in order (planCells), with the workloads each mode
+// serves here: less the codings findPeers found it lacks, none for a peer it skips.
 func (s *Sweeper) plan() []cell {
+	return planCells(s.cfg.Ns, s.cfg.Modes, s.cfg.Repeat, func(mode string) []Workload {
+		if s.peers.skip[mode] != "" {
+			return nil
+		}
+		return s.workloadsFor(mode)
+	})
+}
+
+// planCells is a sweep's server starts in order: repeat rounds, each every (N, mode) that
+// workloads gives any to. Rounds are outermost: repeats of one cell are a whole round
+// apart, never back to back.
+func planCells(ns []int, modes []string, repeat int, workloads func(mode string) []Workload) []cell {
 	var out []cell
-	for round := 1; round <= max(s.cfg.Repeat, 1); round++ {
-		for _, n := range s.cfg.Ns {
-			for _, mode := range s.cfg.Modes {
-				wls := s.workloadsFor(mode)
-				if len(wls) == 0 || s.peers.skip[mode] != "" {
-					continue
+	for round := 1; round <= max(repeat, 1); round++ {
+		for _, n := range ns {
+			for _, mode := range modes {
+				if wls := workloads(mode); len(wls) > 0 {
+					out = append(out, cell{round, n, mode, wls})
 				}
-				out = append(out, cell{round, n, mode, wls})
 			}
 		}
 	}
 	return out
 }
 
-// Planned counts what Sweep will run, peers found missing here left out: server starts
-// and measured runs (the few-connection run not counted).
-func (s *Sweeper) Planned() (starts, runs int) {
-	for _, c := range s.plan() {
+// planSize counts cells' server starts and measured runs (the few-connection run not
+// counted).
+func planSize(cells []cell) (starts, runs int) {
+	for _, c := range cells {
 		starts++
 		runs += len(c.workloads)
 	}
 	return starts, runs
+}
+
+// Planned counts what Sweep will run here: the peers found missing left out.
+func (s *Sweeper) Planned() (starts, runs int) { return planSize(s.plan()) }
+
+// PlanSize counts what a sweep of these worker counts, modes and workload names asks for
+// before the peers are looked for: each mode the workloads it serves (ServesWorkload).
+func PlanSize(ns []int, modes, workloads []string, repeat int) (starts, runs int) {
+	return planSize(planCells(ns, modes, repeat, func(mode string) []Workload {
+		var out []Workload
+		for _, w := range workloads {
+			if ServesWorkload(mode, w) {
+				out = append(out, Workload{Name: w})
+			}
+		}
+		return out
+	}))
 }
 
 // Sweep runs every (N, mode) cell, Repeat rounds over: one server start each, then every
