@@ -42,8 +42,10 @@ var workerCalls = []struct {
 }
 
 // workerCallsControl is a fake worker's attack: once the test has written the control
-// socket's path to file, it calls the socket itself (into file.self) and through a child
-// that left its process group and session (file.child), as a compromised application could.
+// socket's path to file, it calls the socket itself (into file.self), through a child that
+// left its process group and session (file.child), and through a grandchild whose parent
+// exited at once, leaving it an orphan (file.orphan: the double fork of a daemon), as a
+// compromised application could.
 func workerCallsControl(file string) {
 	var socket []byte
 	for deadline := time.Now().Add(30 * time.Second); len(socket) == 0 && time.Now().Before(deadline); {
@@ -53,6 +55,10 @@ func workerCallsControl(file string) {
 	callControl(string(socket), file+".self")
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), roleEnv+"=control-client", "FAKE_CONTROL_SOCKET="+string(socket), "FAKE_CONTROL_OUT="+file+".child")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Run()
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"=control-forker", "FAKE_CONTROL_SOCKET="+string(socket), "FAKE_CONTROL_OUT="+file+".orphan")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Run()
 }
@@ -81,8 +87,9 @@ func callControl(socket, out string) {
 	os.Rename(out+".tmp", out)
 }
 
-// TestWorkerRefusedControl: a worker the supervisor started, and a child of it in a
-// session of its own, call the control socket as any process of the supervisor's user may:
+// TestWorkerRefusedControl: a worker the supervisor started, a child of it in a session of
+// its own, and a grandchild left an orphan by a double fork (the supervisor is the
+// subreaper that inherits it) call the control socket as any process of the supervisor's user may:
 // status, logs and metrics answer; upgrade, stop, reload, restart, scale, drain and ready are refused
 // with 403 and a message that says why.
 func TestWorkerRefusedControl(t *testing.T) {
@@ -94,7 +101,7 @@ func TestWorkerRefusedControl(t *testing.T) {
 	if err := os.WriteFile(socketFile, []byte(c.socket), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, who := range []string{"self", "child"} {
+	for _, who := range []string{"self", "child", "orphan"} {
 		t.Run(who, func(t *testing.T) {
 			var got []byte
 			waitUntil(t, 60*time.Second, "the worker's calls", func() bool {

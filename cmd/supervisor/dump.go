@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/safepath"
 )
 
 // dump is `supervisor save`'s file, which `resurrect` starts from (PM2's dump.pm2): how
@@ -70,6 +71,9 @@ func (f *fleet) saveDump() (dump, error) {
 	return d, nil
 }
 
+// maxDumpSize bounds the dump resurrect reads (a real one is a few kilobytes).
+const maxDumpSize = 16 << 20
+
 // defaultDumpPath is the dump beside the control socket.
 func defaultDumpPath(socket string) string {
 	return strings.TrimSuffix(socket, ".sock") + ".dump.json"
@@ -107,13 +111,11 @@ func runSave(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return fmt.Errorf("save: %w", err)
 	}
-	// Written whole, then renamed: a crash mid-save leaves the previous dump.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("save: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	// Written whole into a new file of a random name (nothing planted beside it is
+	// followed), then renamed: a crash mid-save leaves the previous dump. The dump holds the
+	// environment, secrets included, and says what resurrect runs: its directory must be
+	// one no other user can change.
+	if err := safepath.WritePrivate(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("save: %w", err)
 	}
 	fmt.Fprintf(stdout, "saved %d app(s) to %s (supervisor resurrect starts them again)\n", len(d.Apps), path)
@@ -135,9 +137,16 @@ func runResurrect(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("resurrect: unexpected argument %q", fs.Arg(0))
 	}
 	path := cmp.Or(*file, defaultDumpPath(*socket))
-	b, err := os.ReadFile(path)
-	if err != nil {
+	// The dump says which commands to run, where and with what environment: it is believed
+	// only when this user wrote it (a regular file of ours, 0600, one link, in a directory
+	// only root and we can change). Else anybody who made /tmp/onehost-UID first could have
+	// their command run as us.
+	b, err := safepath.ReadPrivate(path, maxDumpSize)
+	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("resurrect: %w (supervisor save writes it)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("resurrect: refused: %w", err)
 	}
 	var d dump
 	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 {

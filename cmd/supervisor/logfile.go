@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"github.com/onehost/onehost/internal/safepath"
 )
 
 // logFile is a log file (the merged log, or one slot's), rotated when it outgrows its
@@ -40,6 +42,11 @@ type rotation struct {
 const logFileMode = 0o600
 
 func openLogFile(path string, rot rotation) (*logFile, error) {
+	// Opened again by path on USR1 and at rotation: a directory others could change would
+	// let them swap the file for a link to another the supervisor's user may write.
+	if err := safepath.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
 	l := &logFile{path: path, rot: rot}
 	if err := l.Reopen(); err != nil {
 		return nil, err
@@ -149,6 +156,9 @@ func checkLogDir(dir string) error {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("log-dir: %s is writable by its group or by others (mode %v): they could put links there that the logs would follow; chmod go-w %s",
 			dir, fi.Mode().Perm(), dir)
+	}
+	if err := safepath.CheckDir(dir); err != nil { // the directories above it too
+		return fmt.Errorf("log-dir %s: %w", dir, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -40,7 +41,20 @@ func TestMain(m *testing.M) {
 	case "nobody-listener": // another user's program where the supervisor should be (security_test.go)
 		nobodyListen()
 	case "control-client": // a worker's child that left its process group: see fakeWorker
+		if os.Getenv("FAKE_CONTROL_ORPHAN") == "1" { // calls once its parent has gone
+			for parent, deadline := os.Getppid(), time.Now().Add(20*time.Second); os.Getppid() == parent && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		callControl(os.Getenv("FAKE_CONTROL_SOCKET"), os.Getenv("FAKE_CONTROL_OUT"))
+		os.Exit(0)
+	case "control-forker": // starts a control-client and leaves it an orphan (double fork)
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), roleEnv+"=control-client", "FAKE_CONTROL_ORPHAN=1")
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	case "background": // a fork-mode program: no socket, stops on SIGTERM
 		fmt.Println("background up, pid", os.Getpid())

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/onehost/onehost/internal/safepath"
 )
 
 // defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock; without XDG_RUNTIME_DIR (sudo,
@@ -32,10 +34,13 @@ func defaultSocket(getenv func(string) string) string {
 // too, for a -socket in a new directory). An existing one must be a real directory (not a
 // symlink) of this effective user. private (the default directory, which this program
 // names and owns) also wants no permission for group or others; a directory named by
-// -socket may be readable by them, but not writable.
+// -socket may be readable by them, but not writable. Every directory above it must be
+// root's or this user's and writable by no one else (safepath.CheckDir): one that another
+// user can write lets them rename this directory away after the check and put theirs in
+// its place, where the preload, the notify sockets and the dump are later opened by path.
 func prepareRuntimeDir(dir string, private bool) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return fmt.Errorf("create socket directory: %w", err)
+	if err := safepath.MkdirAll(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create socket directory: %w", err)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/onehost/onehost/internal/agent"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/safepath"
 	"github.com/onehost/onehost/internal/sdnotify"
+	"github.com/onehost/onehost/internal/subreaper"
 )
 
 // defaultConfig is loaded when -config is not given and the file exists.
@@ -73,6 +75,9 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	im.onClose(cancel)
+	if err := im.adoptOrphans(); err != nil {
+		return err
+	}
 	if err := im.start(ctx); err != nil {
 		return err
 	}
@@ -278,8 +283,8 @@ func (im *image) clusterOptions() (cluster.Options, error) {
 func (im *image) buildFleet(opts cluster.Options) error {
 	log := im.log
 	if dir := im.flags.logDir; dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create log directory: %w", err)
+		if err := safepath.MkdirAll(dir); err != nil {
+			return fmt.Errorf("log-dir: %w", err)
 		}
 		if err := checkLogDir(dir); err != nil {
 			return err
@@ -327,6 +332,18 @@ func (im *image) listenControl() error {
 	im.ctl = ctl
 	socket := im.flags.socket
 	im.onClose(func() { os.Remove(socket) })
+	return nil
+}
+
+// adoptOrphans makes the supervisor the subreaper of its workers' descendants: one that
+// forks twice to leave its worker stays the supervisor's (a child of it, refused the
+// commands that change the cluster: operatorOnly) instead of becoming init's.
+func (im *image) adoptOrphans() error {
+	r, err := subreaper.Start(subreaper.Config{Logger: im.log})
+	if err != nil {
+		return err
+	}
+	im.onClose(r.Close)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/safepath"
 )
 
 // startOnlineTimeout is how long `start` waits for the apps to come online before it
@@ -164,8 +165,8 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 		return err
 	}
 	logDir := backgroundLogDir(socket)
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return fmt.Errorf("start: create log directory: %w", err)
+	if err := safepath.MkdirAll(logDir); err != nil {
+		return fmt.Errorf("start: log directory: %w", err)
 	}
 	if err := checkLogDir(logDir); err != nil {
 		return err
