@@ -199,7 +199,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 60s ./internal/cluster/
 	$(GO) test -run '^$$' -fuzz '^FuzzNegotiate$$' -fuzztime 30s ./internal/contentcoding/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/cron/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvFile$$' -fuzztime 10s ./cmd/supervisor/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvFile$$' -fuzztime 30s ./internal/systemd/
 	$(GO) test -run '^$$' -fuzz '^FuzzLogLine$$' -fuzztime 10s ./cmd/supervisor/
 	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations FuzzListeningInodes FuzzDateFormat; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // runFlags are `supervisor run`'s flags.
@@ -68,7 +69,7 @@ func (im *image) loadApps() error {
 	f := im.flags
 	if f.envFile != "" {
 		var err error
-		if im.fileEnv, err = readEnvFile(f.envFile); err != nil {
+		if im.fileEnv, err = systemd.ReadEnvFile(f.envFile); err != nil {
 			return err
 		}
 	}

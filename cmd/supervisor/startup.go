@@ -14,6 +14,7 @@ import (
 	"text/template"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // runStartup is `supervisor startup`, PM2's `pm2 startup` for systemd: it prints a unit
@@ -141,6 +142,9 @@ func (s *startupUnit) resolve() error {
 		}
 		s.userName = s.me.Username
 	}
+	if !validUnitUser.MatchString(s.userName) {
+		return fmt.Errorf("startup: -user %q: want a user name (a letter or '_' first, then letters, digits, '_', '.' or '-', 32 at most) or a numeric uid", s.userName)
+	}
 	return nil
 }
 
@@ -160,7 +164,7 @@ func (s *startupUnit) readEnvFile() error {
 	case err != nil:
 		return fmt.Errorf("startup: -env-file: %w", err)
 	default:
-		if s.fileEnv, err = readEnvFile(s.envFile); err != nil {
+		if s.fileEnv, err = systemd.ReadEnvFile(s.envFile); err != nil {
 			return fmt.Errorf("startup: %w", err)
 		}
 		for _, kv := range s.fileEnv {
@@ -263,15 +267,42 @@ func (s *startupUnit) writablePaths() {
 	s.rw, s.seen = rw, seen
 }
 
-// checkQuoting refuses paths a unit's command line would have to quote.
+// checkQuoting refuses what the unit cannot carry as it is: paths a unit's command line
+// would have to quote (or systemd would expand: '%' specifiers, '$' variables), and in any
+// value printed into the unit (the paths, the user, PATH's entries) a control character:
+// systemd ends a line at a carriage return as at a newline, so a CR in a configuration's
+// cwd would end ReadWritePaths= and start a line of the config's author's choosing
+// (User=root, ExecStartPre=+...).
 func (s *startupUnit) checkQuoting() error {
 	for _, p := range append([]string{s.bin, s.cfg, s.dir, s.envFile}, s.rw...) {
+		if i := controlByte(p); i >= 0 {
+			return fmt.Errorf("startup: path %q: byte %#02x at %d is a control character, which would end or bend the unit's line: rename it", p, p[i], i)
+		}
 		if strings.ContainsAny(p, " \t\n\"'\\%$") {
 			return fmt.Errorf("startup: path %q: a unit's command line would need quoting: choose a path without spaces, quotes, '%%' or '$'", p)
 		}
 	}
+	for _, d := range s.pathDirs {
+		if i := controlByte(d); i >= 0 {
+			return fmt.Errorf("startup: PATH entry %q: byte %#02x at %d is a control character, which would end the unit's Environment= line: take it out of PATH", d, d[i], i)
+		}
+	}
 	return nil
 }
+
+// controlByte is the index of the first C0 control byte or DEL in s, -1 if none.
+func controlByte(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// validUnitUser matches what User= takes: a user name as useradd makes them (a letter or
+// '_' first; letters, digits, '_', '.' and '-'; 32 at most) or a numeric uid.
+var validUnitUser = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10})$`)
 
 // print prints the unit and the commands that install it.
 func (s *startupUnit) print(stdout io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // TestStartup: `supervisor startup` prints a unit for the given configuration that
@@ -357,7 +359,7 @@ func TestStartupREADMEUnitRuns(t *testing.T) {
 	}
 	// systemd's environment for the service: its Environment= and EnvironmentFile= only.
 	env := []string{strings.Trim(field("Environment"), `"`)}
-	fileEnv, err := readEnvFile(field("EnvironmentFile"))
+	fileEnv, err := systemd.ReadEnvFile(field("EnvironmentFile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,3 +422,58 @@ func TestStartupREADMEUnitRuns(t *testing.T) {
 		t.Errorf("GET /posts/1 = %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestStartupRefusesInjection: nothing printed into the unit can end its line: a carriage
+// return (systemd ends a line there as at a newline) in a configuration's cwd, in an
+// env's path, in out_file or in a PATH entry, and a newline in -user, are refused with
+// the value named, and no unit is printed. (A CR in cwd once passed and gave the unit
+// lines of the configuration's choosing: User=root, ExecStartPre=+....)
+func TestStartupRefusesInjection(t *testing.T) {
+	t.Parallel()
+	const evil = "\rUser=root\rExecStartPre=+/bin/sh -c id"
+	cases := []struct {
+		name   string
+		file   string // default app.yaml, whose command is given
+		config string
+		args   []string
+		path   string
+		want   string
+	}{
+		{name: "CR in cwd", config: "cwd: \"/srv/app" + yamlEsc(evil) + "\"\n", want: "is a control character"},
+		{name: "CR in an env path", config: "env: {SQLITE_PATH: \"/srv/db" + yamlEsc(evil) + "/feed.db\"}\n", want: "is a control character"},
+		{name: "CR in out_file", file: "ecosystem.json", want: "is a control character",
+			config: `{"apps":[{"name":"app","script":"/bin/sleep","args":"60","merge_logs":true,"out_file":"/srv/log` + yamlEsc(evil) + `/out.log"}]}`},
+		{name: "CR in a PATH entry", path: "/usr/bin:/opt" + evil + ":/bin", want: "PATH entry"},
+		{name: "newline in -user", args: []string{"-user", "app\nUser=root"}, want: "-user"},
+		{name: "-user with a space", args: []string{"-user", "app x"}, want: "-user"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, cmp.Or(c.file, "app.yaml"))
+			text := c.config
+			if c.file == "" {
+				text = "command: [/bin/sleep, \"60\"]\n" + text
+			}
+			os.WriteFile(cfg, []byte(text), 0o600)
+			path := cmp.Or(c.path, "/usr/bin:/bin")
+			var out, errOut bytes.Buffer
+			args := append([]string{"startup", "-config", cfg, "-dir", dir, "-name", "app"}, c.args...)
+			err := run(context.Background(), args, func(k string) string {
+				if k == "PATH" {
+					return path
+				}
+				return ""
+			}, &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("startup: %v, want a refusal with %q\nunit:\n%s", err, c.want, &out)
+			}
+			if out.Len() > 0 {
+				t.Errorf("a unit was printed:\n%s", &out)
+			}
+		})
+	}
+}
+
+// yamlEsc writes s's control characters as a YAML double-quoted string's escapes.
+func yamlEsc(s string) string { return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(s) }
