@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/pageserver"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -46,16 +46,12 @@ const (
 	dashMaxPlots = 8
 )
 
-// startDashboard serves the dashboard on addr until the returned stop is called, reading
+// startDashboard serves the dashboard on ps (bound to addr) until the returned stop is called, reading
 // the clusters through fl and, when ceilingDir is not "", a ceiling sweep's progress and
 // plots from that directory. Its figures are monit's: the same sampler (monitor) reads
 // the supervisor's status and the host. It answers only requests for its own address,
 // localhost, an IP address or one of hosts (hostCheck: DNS rebinding).
-func startDashboard(ctx context.Context, addr, ceilingDir string, hosts []string, fl *fleet, log *zap.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
-	}
+func startDashboard(ctx context.Context, ps *pageserver.Server, addr, ceilingDir string, hosts []string, fl *fleet, log *zap.Logger) (stop func()) {
 	m := &monitor{
 		status:   func(context.Context) (statusReply, error) { return fl.status("") },
 		readHost: func() (procstat.Host, error) { return procstat.ReadHost("") },
@@ -65,19 +61,13 @@ func startDashboard(ctx context.Context, addr, ceilingDir string, hosts []string
 	d := newDashboard(m.sample, ceilingDir)
 	ctx, cancel := context.WithCancel(ctx)
 	go d.run(ctx)
-	srv := &http.Server{Handler: hostCheck("dashboard", addr, hosts, d.handler()), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	log.Info("dashboard", zap.String("url", "http://"+ln.Addr().String()+"/"), zap.String("ceiling", ceilingDir))
+	ps.Serve(hostCheck("dashboard", addr, hosts, d.handler()))
+	log.Info("dashboard", zap.String("url", "http://"+ps.Addr().String()+"/"), zap.String("ceiling", ceilingDir))
 	return func() {
-		srv.Close() // ends the streams too: their requests' contexts are cancelled
+		ps.Close() // ends the streams too: their requests' contexts are cancelled
 		cancel()
 		<-d.done
-		<-served
-	}, nil
+	}
 }
 
 // dashboard samples the cluster once a second and sends each frame, as JSON, to every

@@ -1,15 +1,19 @@
 package main
 
-// What the supervisor reads back or creates under a directory, planted by another user
-// (issue 46, points 1 and 2): a dump resurrect would start, the temporary file of save, a
-// parent directory of -socket or -log-dir another user could swap.
+// What another user could plant where the supervisor looks, or hold that it needs (issue
+// 46): a dump resurrect would start, the temporary file of save, a parent directory of
+// -socket or -log-dir another user could swap, a TCP port bound first, idle connections.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +171,64 @@ func chownNobody(t *testing.T, p string) {
 	if err := os.Chown(p, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTCPPortsSquatted: a program that holds the -agent, -metrics or -dashboard port
+// before the supervisor starts is refused before any app starts, naming the port (a
+// squatter on the agent's port once made run exit after the apps started, and HAProxy
+// believed its answers, `up ready 1000000%` included).
+func TestTCPPortsSquatted(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"-agent", "-metrics", "-dashboard"} {
+		t.Run(flag, func(t *testing.T) {
+			squat, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer squat.Close()
+			dir := t.TempDir()
+			marker := filepath.Join(dir, "ran")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			err = run(ctx, []string{"run", "-listen", "127.0.0.1:0", "-socket", filepath.Join(dir, "s.sock"), flag, squat.Addr().String(),
+				"--", "/bin/sh", "-c", "touch " + marker + "; exec sleep 60"}, func(string) string { return "" }, &out, &out)
+			if err == nil || !strings.Contains(err.Error(), "address already in use") {
+				t.Fatalf("run with %s on a held port: %v, want a refusal\n%s", flag, err, &out)
+			}
+			time.Sleep(200 * time.Millisecond)
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("an app started before the refusal")
+			}
+		})
+	}
+}
+
+// TestMetricsClosesIdleConnections: the -metrics page closes a connection that sends
+// nothing (it once kept 227 of them under a 256-descriptor limit, and the supervisor could
+// not start a worker: pipe2: too many open files).
+func TestMetricsClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	c := startRun(t, "instances: 1\nenv: {"+roleEnv+": worker}\n", "-metrics", "127.0.0.1:0", "--", os.Args[0])
+	var addr string
+	waitUntil(t, 10*time.Second, "the metrics address in the log", func() bool {
+		m := regexp.MustCompile(`"url": ?"http://([^"/]+)/metrics"`).FindStringSubmatch(c.logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	start := time.Now()
+	_, err = io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("an idle connection to -metrics still open after 60 s")
+	}
+	t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
 }

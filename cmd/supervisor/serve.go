@@ -19,6 +19,7 @@ import (
 
 	"github.com/onehost/onehost/internal/agent"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/pageserver"
 	"github.com/onehost/onehost/internal/safepath"
 	"github.com/onehost/onehost/internal/sdnotify"
 	"github.com/onehost/onehost/internal/subreaper"
@@ -73,6 +74,9 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	if err := im.listenControl(); err != nil {
 		return err
 	}
+	if err := im.listenTCP(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	im.onClose(cancel)
 	if err := im.adoptOrphans(); err != nil {
@@ -81,16 +85,10 @@ func runImage(ctx context.Context, args []string, getenv func(string) string, st
 	if err := im.start(ctx); err != nil {
 		return err
 	}
-	if err := im.startAgent(); err != nil {
-		return err
-	}
+	im.startAgent()
 	im.serveControl()
-	if err := im.serveMetrics(); err != nil {
-		return err
-	}
-	if err := im.serveDashboard(ctx); err != nil {
-		return err
-	}
+	im.serveMetrics()
+	im.serveDashboard(ctx)
 	return im.wait(ctx)
 }
 
@@ -127,12 +125,15 @@ type image struct {
 	wl       *workerLogs
 	fl       *fleet
 	appFiles []*logFile
-	// listenControl, then the servers
-	ctl     net.Listener
-	ag      *agent.Server
-	stopReq chan struct{}
-	up      *upgrader
-	reg     *prometheus.Registry
+	// listenControl, listenTCP, then the servers
+	ctl       net.Listener
+	agentLn   net.Listener
+	metrics   *pageserver.Server
+	dashboard *pageserver.Server
+	ag        *agent.Server
+	stopReq   chan struct{}
+	up        *upgrader
+	reg       *prometheus.Registry
 }
 
 // onClose has fn run when runImage returns: the functions given run last first, each
@@ -347,6 +348,38 @@ func (im *image) adoptOrphans() error {
 	return nil
 }
 
+// listenTCP binds the TCP ports of -agent, -metrics and -dashboard, so that a port another
+// program holds is refused before any app starts (a squatter on the agent port, which
+// HAProxy would believe, once made run exit after the apps had started). They are served
+// once the apps run: the agent's first answer is then their state, adopted workers
+// included (during an upgrade's adoption, "down" would take a serving host out).
+func (im *image) listenTCP() error {
+	f := im.flags
+	if im.agentAddr != "" {
+		ln, err := net.Listen("tcp", im.agentAddr)
+		if err != nil {
+			return fmt.Errorf("agent: listen on %s: %w (another program holds the port: the balancer would believe its answers; stop it, or give -agent another port)", im.agentAddr, err)
+		}
+		im.agentLn = ln
+		im.onClose(func() { ln.Close() })
+	}
+	for _, p := range []struct {
+		name, addr string
+		to         **pageserver.Server
+	}{{"metrics", f.metricsAddr, &im.metrics}, {"dashboard", f.dashboardAddr, &im.dashboard}} {
+		if p.addr == "" {
+			continue
+		}
+		s, err := pageserver.Listen(p.addr, pageserver.Config{Name: p.name, Logger: im.log})
+		if err != nil {
+			return err
+		}
+		*p.to = s
+		im.onClose(func() { s.Close() })
+	}
+	return nil
+}
+
 // start starts the apps, adopting the workers a previous image left (adopt.go); an
 // upgrade's new image that fails here gives the previous binary back.
 func (im *image) start(ctx context.Context) error {
@@ -368,21 +401,18 @@ func (im *image) start(ctx context.Context) error {
 	return nil
 }
 
-// startAgent answers HAProxy's agent-check. It comes after the workers' start, so its
-// first answer is their state (down until one is online), and goes last (agentStopGrace).
-func (im *image) startAgent() error {
-	if im.agentAddr == "" {
-		return nil
+// startAgent answers HAProxy's agent-check on the port listenTCP bound. It comes after the
+// workers' start, so its first answer is their state (down until one is online), and goes
+// last (agentStopGrace).
+func (im *image) startAgent() {
+	if im.agentLn == nil {
+		return
 	}
-	ag, err := agent.Listen(im.agentAddr, agent.Config{State: im.fl.agentState, Logger: im.log})
-	if err != nil {
-		return err
-	}
+	ag := agent.Serve(im.agentLn, agent.Config{State: im.fl.agentState, Logger: im.log})
 	im.ag = ag
 	im.onClose(func() { ag.Close() })
 	im.fl.agentAddr = ag.Addr().String()
 	im.log.Info("agent", zap.String("addr", im.fl.agentAddr))
-	return nil
 }
 
 // serveControl serves the control socket's API (control.go).
@@ -402,35 +432,22 @@ func (im *image) serveControl() {
 	log.Info("control socket", zap.String("path", im.flags.socket))
 }
 
-// serveMetrics serves -metrics.
-func (im *image) serveMetrics() error {
-	addr := im.flags.metricsAddr
-	if addr == "" {
-		return nil
-	}
-	ml, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+// serveMetrics serves -metrics on the port listenTCP bound.
+func (im *image) serveMetrics() {
+	if im.metrics == nil {
+		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(im.reg, promhttp.HandlerOpts{}))
-	msrv := &http.Server{Handler: hostCheck("metrics", addr, im.flags.hosts, mux), ReadHeaderTimeout: 10 * time.Second}
-	go msrv.Serve(ml)
-	im.onClose(func() { msrv.Close() })
-	im.log.Info("metrics", zap.String("url", "http://"+ml.Addr().String()+"/metrics"))
-	return nil
+	mux.Handle("GET /metrics", promhttp.HandlerFor(im.reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(im.log)}))
+	im.metrics.Serve(hostCheck("metrics", im.flags.metricsAddr, im.flags.hosts, mux))
+	im.log.Info("metrics", zap.String("url", "http://"+im.metrics.Addr().String()+"/metrics"))
 }
 
-// serveDashboard serves -dashboard (dashboard.go).
-func (im *image) serveDashboard(ctx context.Context) error {
+// serveDashboard serves -dashboard (dashboard.go) on the port listenTCP bound.
+func (im *image) serveDashboard(ctx context.Context) {
+	if im.dashboard == nil {
+		return
+	}
 	f := im.flags
-	if f.dashboardAddr == "" {
-		return nil
-	}
-	stopDashboard, err := startDashboard(ctx, f.dashboardAddr, ceilingDir(f.dashboardCeiling), f.hosts, im.fl, im.log)
-	if err != nil {
-		return err
-	}
-	im.onClose(stopDashboard)
-	return nil
+	im.onClose(startDashboard(ctx, im.dashboard, f.dashboardAddr, ceilingDir(f.dashboardCeiling), f.hosts, im.fl, im.log))
 }
