@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 
 	"github.com/onehost/onehost/internal/cluster"
 )
@@ -77,6 +80,9 @@ const (
 type logPrinter struct {
 	mode  string
 	stamp *cluster.LogDateFormat // --timestamp: "TIME " before each app line; nil: none
+	// escape writes the apps' control characters as escapes (appendPrintable): for a
+	// terminal, which would obey them.
+	escape bool
 
 	mu  sync.Mutex
 	pad int
@@ -101,7 +107,7 @@ func (p *logPrinter) print(out, errw io.Writer, l ringLine) {
 			return
 		}
 		b = append(b, l.text...)
-	case p.mode == printRaw:
+	case p.mode == printRaw: // as written, whatever the output: --raw is for pipes
 		b = append(append(b, l.text...), '\n')
 		if l.stream == cluster.StreamErr {
 			out = errw
@@ -118,10 +124,52 @@ func (p *logPrinter) print(out, errw io.Writer, l ringLine) {
 		for len(b)-start < max(p.pad, 3) {
 			b = append(b, ' ')
 		}
-		b = append(append(append(b, " | "...), l.text...), '\n')
+		b = append(b, " | "...)
+		if p.escape {
+			b = appendPrintable(b, l.text)
+		} else {
+			b = append(b, l.text...)
+		}
+		b = append(b, '\n')
 	}
 	out.Write(b)
 	p.buf = b
+}
+
+// appendPrintable appends text to dst with every control character a terminal would act
+// on written as an escape instead: C0 controls but tab (\x1b for ESC), DEL, C1 controls
+// (U+0080 to U+009F, \u009b), and bytes that are not UTF-8 (\xff), which a terminal not in
+// UTF-8 mode may read as C1. An app's line is text its requests choose (a path with
+// ESC ]0;...BEL retitles the operator's terminal, ESC [2J clears it).
+func appendPrintable(dst, text []byte) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c >= 0x20 && c < 0x7f || c == '\t' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(text[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			dst = append(dst, '\\', 'x', hex[c>>4], hex[c&15])
+		case r < 0x20 || r == 0x7f:
+			dst = append(dst, '\\', 'x', hex[r>>4], hex[r&15])
+		case r >= 0x80 && r <= 0x9f:
+			dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&15])
+		default:
+			dst = append(dst, text[i:i+n]...)
+		}
+		i += n
+	}
+	return dst
+}
+
+// isTerminal says whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // appOutput takes the apps' lines from their clusters (cluster.Options.Output): into the
@@ -143,7 +191,8 @@ func newAppOutput(ring *logRing, sink io.Writer, jsonFormat bool, level zapcore.
 	if jsonFormat {
 		o.mode = printJSON
 	}
-	o.main = &logPrinter{mode: o.mode}
+	// The supervisor's own terminal gets the apps' lines escaped; its files as written.
+	o.main = &logPrinter{mode: o.mode, escape: isTerminal(sink)}
 	return o
 }
 
@@ -308,7 +357,7 @@ func (o *logsOptions) query(q url.Values) {
 // print renders the pm2Line objects of r to stdout (an err line with --raw to stderr)
 // until r ends.
 func (o *logsOptions) print(r io.Reader, stdout, stderr io.Writer) error {
-	p := &logPrinter{mode: printPM2, stamp: o.stamp}
+	p := &logPrinter{mode: printPM2, stamp: o.stamp, escape: isTerminal(stdout)}
 	if o.raw {
 		p.mode = printRaw
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -195,5 +197,82 @@ func TestLogDirChecked(t *testing.T) {
 	}
 	if err := checkLogDir(fresh); err != nil {
 		t.Errorf("a fresh directory: %v", err)
+	}
+}
+
+// TestLogsEscapesControls: an app's line carrying terminal escapes (a request path with
+// ESC ]0;...BEL ESC[2J: retitle, clear) reaches the operator's terminal escaped under
+// `supervisor logs`, tab kept; --raw, and an output that is no terminal, get it as written.
+func TestLogsEscapesControls(t *testing.T) {
+	t.Parallel()
+	// (A byte that is not UTF-8 reaches the client as U+FFFD: the lines travel as JSON.)
+	const line = "GET /\x1b]0;pwned\x07\x1b[2J\tx\xc2\x9b6n"
+	c := startRun(t, "instances: 1\nwait_ready: false\n", "--", "/bin/sh", "-c", `printf 'GET /\033]0;pwned\007\033[2J\tx\302\2336n\377\n'; exec sleep 60`)
+	waitUntil(t, 10*time.Second, "the app's line", func() bool {
+		out, _ := c.cmd("logs", "--raw")
+		return strings.Contains(out, "pwned")
+	})
+	onTerminal := func(args ...string) string {
+		t.Helper()
+		master, slave := openPTY(t)
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(master) // until EIO, once the slave is closed
+			got <- b
+		}()
+		err := run(context.Background(), append([]string{"logs", "-socket", c.socket}, args...), func(string) string { return "" }, slave, slave)
+		slave.Close()
+		b := <-got
+		master.Close()
+		if err != nil {
+			t.Fatalf("logs %q: %v", args, err)
+		}
+		return string(b)
+	}
+	if out := onTerminal(); !strings.Contains(out, `0|`) || !strings.Contains(out, `GET /\x1b]0;pwned\x07\x1b[2J`+"\tx"+`\u009b6n`) || strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Errorf("logs on a terminal: %q, want the controls escaped, the tab kept", out)
+	}
+	if out := onTerminal("--raw"); !strings.Contains(out, "\x1b]0;pwned\x07") {
+		t.Errorf("logs --raw on a terminal: %q, want the line as written", out)
+	}
+	var piped bytes.Buffer
+	if err := run(context.Background(), []string{"logs", "-socket", c.socket}, func(string) string { return "" }, &piped, io.Discard); err != nil ||
+		!strings.Contains(piped.String(), line) {
+		t.Errorf("logs into a pipe: %v %q, want the line as written", err, piped.String())
+	}
+}
+
+// openPTY opens a pseudo-terminal: the master to read what was written to the slave.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+func TestAppendPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, é and 日本", "plain text, é and 日本"},
+		{"tab\tkept", "tab\tkept"},
+		{"\x1b[2J\x07\x00\r\n\x7f", `\x1b[2J\x07\x00\x0d\x0a\x7f`},
+		{"c1 \u0085 \u009b", `c1 \u0085 \u009b`},
+		{"bad \xff\x9b end", `bad \xff\x9b end`},
+	} {
+		if got := string(appendPrintable(nil, []byte(tc.in))); got != tc.want {
+			t.Errorf("appendPrintable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

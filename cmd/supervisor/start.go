@@ -524,15 +524,21 @@ func statusWithin(ctx context.Context, c *http.Client, socket string, d time.Dur
 	return fetchStatus(ctx, c, socket)
 }
 
-// tail returns the last n lines of the file at path ("" when there is none).
+// tail returns the last n lines of the file at path ("" when there is none), their
+// control characters escaped (appendPrintable): they are an app's output, on their way to
+// the operator's terminal in an error message.
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, "") + "\n"
+	var out []byte
+	for _, l := range lines {
+		out = append(appendPrintable(out, []byte(l)), '\n')
+	}
+	return string(out)
 }
