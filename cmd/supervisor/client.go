@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -367,11 +370,28 @@ func controlClient(socket string) *http.Client {
 			}
 			if err := ipc.CheckPeer(c.(*net.UnixConn)); err != nil {
 				c.Close()
-				return nil, fmt.Errorf("control socket: %w (is someone else's program listening there? remove %s and start the supervisor again)", err, socket)
+				return nil, peerRefusal(socket, err)
 			}
 			return c, nil
 		},
 	}}
+}
+
+// peerRefusal says why the process at socket was not talked to, and what to do: root,
+// meeting a supervisor of another user's, is told to ask as that user (root trusts no
+// other user's socket: that user could have put any listener there); anyone else, that a
+// stranger's program may be listening where the supervisor should be.
+func peerRefusal(socket string, err error) error {
+	var pe *ipc.PeerError
+	if os.Geteuid() == 0 && errors.As(err, &pe) {
+		name := strconv.FormatUint(uint64(pe.UID), 10)
+		if u, lerr := user.LookupId(name); lerr == nil {
+			name = u.Username
+		}
+		return fmt.Errorf("control socket %s: its process (pid %d) belongs to uid %d (user %s), not root: root does not take another user's answers (that user could put any program there); "+
+			"run the command as that user: sudo -u %s supervisor ... -socket %s", socket, pe.PID, pe.UID, name, name, socket)
+	}
+	return fmt.Errorf("control socket: %w (is someone else's program listening there? remove %s and start the supervisor again)", err, socket)
 }
 
 // printTable prints the status as `pm2 ls` does: with several apps (or a named one), a

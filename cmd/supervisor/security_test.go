@@ -199,6 +199,10 @@ func TestClientRefusesOtherUser(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") || strings.Contains(out.String(), "stopped") {
 			t.Errorf("%s against another user's listener = %v (%q), want a refusal naming uid 65534", cmd, err, out.String())
 		}
+		// Root is told how to ask that user's supervisor instead.
+		if os.Geteuid() == 0 && (err == nil || !strings.Contains(err.Error(), "run the command as that user: sudo -u ")) {
+			t.Errorf("%s as root against another user's socket = %v, want the sudo -u hint", cmd, err)
+		}
 	}
 	time.Sleep(100 * time.Millisecond)
 	if strings.Contains(heard.String(), "read ") {
