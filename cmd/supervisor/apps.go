@@ -22,7 +22,10 @@ import (
 // command line, is one app without a name.
 type app struct {
 	name string // "" for the one app of a configuration without names
-	cfg  cluster.Config
+	// cfg is the app's configuration: a snapshot never written once stored, replaced whole
+	// by reload --update-env (updateenv.go), so that readers (status, metrics, the agent,
+	// describe) need no lock and see one configuration or the next, never half of each.
+	cfg  atomic.Pointer[cluster.Config]
 	opt  cluster.Options
 	log  *zap.Logger
 
@@ -39,9 +42,19 @@ func (a *app) current() *cluster.Supervisor {
 	return a.sup
 }
 
+// config is the app's configuration now. It must not be written to: setEnv replaces it.
+func (a *app) config() *cluster.Config { return a.cfg.Load() }
+
+// setEnv replaces the configuration with one whose env is env.
+func (a *app) setEnv(env map[string]string) {
+	next := *a.cfg.Load()
+	next.Env = env
+	a.cfg.Store(&next)
+}
+
 // mode is the app's exec mode as PM2 shows it.
 func (a *app) mode() string {
-	if a.cfg.Fork() {
+	if a.config().Fork() {
 		return cluster.ExecFork
 	}
 	return cluster.ExecCluster
@@ -84,7 +97,7 @@ type fleet struct {
 
 // launch starts the app's cluster (its workers come online on their own).
 func (a *app) launch(ctx context.Context) error {
-	sup, err := cluster.New(a.cfg, a.opt)
+	sup, err := cluster.New(*a.config(), a.opt)
 	if err != nil {
 		return err
 	}
@@ -123,7 +136,8 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 	var appFiles []*logFile
 	fl := &fleet{}
 	for _, sp := range specs {
-		a := &app{name: sp.Name, cfg: sp.Config, opt: fs.opts, log: fs.log}
+		a := &app{name: sp.Name, opt: fs.opts, log: fs.log}
+		a.cfg.Store(&sp.Config)
 		a.opt.Name = sp.Name
 		if multi {
 			core := fs.log.Core()
@@ -268,7 +282,7 @@ func (f *fleet) status(name string) (statusReply, error) {
 		if sup := a.current(); sup != nil {
 			rows := sup.Status()
 			as.Status, as.Workers = "running", len(rows)
-			if !a.cfg.Fork() {
+			if !a.config().Fork() {
 				as.Addr, as.Steering = sup.Addr(), sup.Steering()
 				if st.Addr == "" {
 					st.Addr, st.Steering = as.Addr, as.Steering

@@ -30,10 +30,10 @@ func (f *fleet) agentState() agent.State {
 	st := agent.State{Drained: f.drained.Load(), Stopping: f.stopping.Load()}
 	clusters := false
 	for _, a := range f.apps {
-		clusters = clusters || !a.cfg.Fork()
+		clusters = clusters || !a.config().Fork()
 	}
 	for _, a := range f.apps {
-		if clusters && a.cfg.Fork() {
+		if clusters && a.config().Fork() {
 			continue
 		}
 		if sup := a.current(); sup != nil {

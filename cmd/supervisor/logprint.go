@@ -405,5 +405,5 @@ func timestampArg(args []string) []string {
 // isLabel reports whether v is the label of the one app without a name (its program's
 // name, which its lines show as APP): `logs app.js` is then that app's log, as in pm2.
 func (f *fleet) isLabel(v string) bool {
-	return len(f.apps) == 1 && f.apps[0].name == "" && v == appLabel(cluster.App{Config: f.apps[0].cfg})
+	return len(f.apps) == 1 && f.apps[0].name == "" && v == appLabel(cluster.App{Config: *f.apps[0].config()})
 }

@@ -91,7 +91,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.reloads, counter, float64(c.Reloads), a.name)
 		ch <- prometheus.MustNewConstMetric(m.reloadsAborted, counter, float64(c.ReloadsAborted), a.name)
 		ch <- prometheus.MustNewConstMetric(m.scales, counter, float64(c.Scales), a.name)
-		if !a.cfg.Fork() {
+		if !a.config().Fork() {
 			ch <- prometheus.MustNewConstMetric(m.steering, gauge, 1, a.name, sup.Steering())
 		}
 	}

@@ -146,14 +146,15 @@ func (f *fleet) describe(name string) (describeReply, error) {
 	if err != nil {
 		return describeReply{}, err
 	}
-	cfg := a.cfg.WithDefaults()
+	conf := a.config()
+	cfg := conf.WithDefaults()
 	cwd := cfg.Cwd
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
 	d := describeReply{Name: a.name, Mode: a.mode(), Status: "stopped", Cwd: cwd, Command: cfg.Command,
-		Instances: int(a.cfg.Instances), WorkerRow: []cluster.WorkerStatus{}, EnvNames: []string{}}
-	if !a.cfg.Fork() {
+		Instances: int(conf.Instances), WorkerRow: []cluster.WorkerStatus{}, EnvNames: []string{}}
+	if !conf.Fork() {
 		d.Listen = cfg.Listen
 	}
 	for k := range cfg.Env {
@@ -164,7 +165,7 @@ func (f *fleet) describe(name string) (describeReply, error) {
 		d.Status = "running"
 		d.WorkerRow = sup.Status()
 		d.Workers = len(d.WorkerRow)
-		if !a.cfg.Fork() {
+		if !conf.Fork() {
 			d.Addr, d.Steering = sup.Addr(), sup.Steering()
 		}
 		for _, w := range d.WorkerRow {

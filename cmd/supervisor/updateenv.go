@@ -51,7 +51,7 @@ func (f *fleet) updateEnv(name string) (notes []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// One update at a time, and a.cfg is what a stopped app starts from again (startApp,
+	// One update at a time, and a.config() is what a stopped app starts from again (startApp,
 	// under ops too).
 	f.ops.Lock()
 	defer f.ops.Unlock()
@@ -76,16 +76,16 @@ func (f *fleet) updateEnv(name string) (notes []string, err error) {
 			notes = append(notes, fmt.Sprintf("%s is no longer in the file: its env stays as it was (supervisor stop %s stops it)", label(a), a.name))
 			continue
 		}
-		next := specs[i].Config
-		fields, err := cluster.EnvOnlyChanges(a.cfg, next)
+		next, cur := specs[i].Config, a.config()
+		fields, err := cluster.EnvOnlyChanges(*cur, next)
 		if err != nil {
 			return nil, fmt.Errorf("update-env: %s: %w (nothing changed)", label(a), err)
 		}
 		switch {
-		case maps.Equal(a.cfg.Env, next.Env):
+		case maps.Equal(cur.Env, next.Env):
 			notes = append(notes, fmt.Sprintf("%s: env unchanged in the file", label(a)))
 		default:
-			notes = append(notes, fmt.Sprintf("%s: env updated (%s)", label(a), envDiff(a.cfg.Env, next.Env)))
+			notes = append(notes, fmt.Sprintf("%s: env updated (%s)", label(a), envDiff(cur.Env, next.Env)))
 		}
 		if len(fields) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %s changed in the file too, and a reload rolls in env alone: "+
@@ -101,10 +101,8 @@ func (f *fleet) updateEnv(name string) (notes []string, err error) {
 		}
 	}
 	for _, c := range changes {
-		c.a.mu.Lock()
-		c.a.cfg.Env = c.env
-		sup := c.a.sup
-		c.a.mu.Unlock()
+		c.a.setEnv(c.env)
+		sup := c.a.current()
 		if sup != nil {
 			if err := sup.SetEnv(c.env); err != nil {
 				return notes, f.wrap(c.a, err)

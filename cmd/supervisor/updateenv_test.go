@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -140,4 +144,74 @@ func TestUpdateEnvWithoutFile(t *testing.T) {
 	}
 	c.cmd("stop")
 	<-c.done
+}
+
+// TestUpdateEnvWhileRead: reload -update-env rolls new env in while status, describe, the
+// metrics and the HAProxy agent read the app over and over, and the race detector (the
+// tests run with -race, the supervisor in this process) sees every read of the app's
+// configuration ordered with the update's write. The update once wrote the env under the
+// app's lock while every reader copied the whole configuration without it: DATA RACE.
+func TestUpdateEnvWhileRead(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	eco := filepath.Join(tmp, "ecosystem.config.json")
+	write := func(n int) {
+		doc := fmt.Sprintf(`{"apps": [{"name": "api", "script": %q, "interpreter": "none", "instances": 1, "wait_ready": true,
+  "env": {%q: "worker", "GORACE": "atexit_sleep_ms=0", "ROUND": "%d"}}]}`, os.Args[0], roleEnv, n)
+		if err := os.WriteFile(eco+".tmp", []byte(doc), 0o600); err != nil {
+			t.Error(err)
+		}
+		os.Rename(eco+".tmp", eco)
+	}
+	write(0)
+	c, _ := runEcosystem(t, eco, "-agent", "127.0.0.1:0")
+	var st statusReply
+	waitUntil(t, 30*time.Second, "workers online", func() bool {
+		var err error
+		st, err = c.status()
+		return err == nil && len(st.Workers) == 1 && everyOnline(st) && st.Agent != ""
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	readers := map[string]func() error{
+		"status":   func() error { _, err := c.cmd("status", "-json"); return err },
+		"describe": func() error { _, err := c.cmd("describe", "api"); return err },
+		"metrics": func() error {
+			_, err := controlCall(context.Background(), c.socket, "GET", "/metrics", nil)
+			return err
+		},
+		"agent": func() error {
+			conn, err := net.DialTimeout("tcp", st.Agent, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = bufio.NewReader(conn).ReadString('\n')
+			return err
+		},
+	}
+	for name, read := range readers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := read(); err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+			}
+		})
+	}
+	for i := 1; i <= 4; i++ {
+		write(i)
+		if out, err := c.cmd("reload", "-update-env"); err != nil {
+			t.Errorf("reload -update-env %d: %v\n%s", i, err, out)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

@@ -52,12 +52,16 @@ type upgrader struct {
 // link resolved, once, so that what was checked is what runs.
 func (u *upgrader) check(bin string) (string, error) {
 	for _, a := range u.fl.apps {
-		if a.current() == nil {
+		// The cluster once: a `stop APP` between two reads made the second nil (a panic in
+		// the main loop on the SIGUSR2 path).
+		sup := a.current()
+		if sup == nil {
 			continue
 		}
-		if err := a.current().CanRejoin(); err != nil || a.cfg.Fork() {
+		cfg := a.config()
+		if err := sup.CanRejoin(); err != nil || cfg.Fork() {
 			return "", fmt.Errorf("app %q runs %s, whose workers cannot rejoin a new supervisor (%v; cmd/worker's can): stop and run the new binary instead",
-				a.name, a.cfg.Command[0], err)
+				a.name, cfg.Command[0], err)
 		}
 	}
 	if !filepath.IsAbs(bin) {
