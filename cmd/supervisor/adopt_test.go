@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -177,7 +178,7 @@ func startAdoptableAt(t *testing.T, bins binaries, where string) adoptable {
 	c.ctl = &runningCluster{socket: c.sock}
 	c.worker, c.wd = placeWorker(t, bins, where)
 	c.first = startSupervisorBinIn(t, c.wd, bins.supervisor, c.cfg, c.sock, c.listen, c.worker)
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = c.ctl.status()
@@ -197,7 +198,7 @@ func startAdoptableAt(t *testing.T, bins binaries, where string) adoptable {
 func supervisorKill9Adopt(t *testing.T, bins binaries, where string) {
 	c := startAdoptableAt(t, bins, where)
 	cfg, sock, listen, ctl, first, old, probe := c.cfg, c.sock, c.listen, c.ctl, c.first, c.old, c.probe
-	var st statusReply
+	var st control.Status
 	first.Process.Kill()
 	first.Wait()
 	time.Sleep(500 * time.Millisecond) // unsupervised, and serving
@@ -285,7 +286,7 @@ func supervisorUpgrade(t *testing.T, a, b, incompatible binaries) {
 		args = append(args, "-upgrade-binary", bin)
 	}
 	cmd := startSupervisorArgs(t, a.supervisor, args...)
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = ctl.status()
@@ -359,7 +360,7 @@ func supervisorUpgrade(t *testing.T, a, b, incompatible binaries) {
 func supervisorAndWorkerKill9(t *testing.T, bins binaries) {
 	c := startAdoptable(t, bins)
 	cfg, sock, listen, ctl, first, old, probe := c.cfg, c.sock, c.listen, c.ctl, c.first, c.old, c.probe
-	var st statusReply
+	var st control.Status
 	first.Process.Kill()
 	syscall.Kill(old[0], syscall.SIGKILL)
 	first.Wait()

@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/sdnotify"
 )
 
@@ -25,14 +27,14 @@ type app struct {
 	// cfg is the app's configuration: a snapshot never written once stored, replaced whole
 	// by reload --update-env (updateenv.go), so that readers (status, metrics, the agent,
 	// describe) need no lock and see one configuration or the next, never half of each.
-	cfg  atomic.Pointer[cluster.Config]
-	opt  cluster.Options
-	log  *zap.Logger
+	cfg atomic.Pointer[cluster.Config]
+	opt cluster.Options
+	log *zap.Logger
 
 	mu      sync.Mutex
 	sup     *cluster.Supervisor // nil while stopped (`supervisor stop APP`)
 	deleted bool                // `supervisor delete APP`: in no list any more (pm2.go)
-	outFile *logFile            // its own out_file with several apps; nil if none (flush)
+	outFile *applog.File        // its own out_file with several apps; nil if none (flush)
 }
 
 // current returns the app's running cluster, nil when it is stopped.
@@ -60,17 +62,6 @@ func (a *app) mode() string {
 	return cluster.ExecCluster
 }
 
-// appStatus is one app in GET /status: `supervisor status` lists every app, as `pm2 ls`.
-type appStatus struct {
-	Name string `json:"name,omitempty"`
-	Mode string `json:"mode"` // cluster or fork
-	// Status is "running", or "stopped" after `supervisor stop APP`.
-	Status   string `json:"status"`
-	Addr     string `json:"addr,omitempty"`     // "" in fork mode: no socket of ours
-	Steering string `json:"steering,omitempty"` // "" in fork mode
-	Workers  int    `json:"workers"`
-}
-
 // fleet is the supervisor's apps, in the configuration's order. Each app's cluster is
 // independent: a reload, restart, scale or stop of one leaves the others alone, and a
 // crash restarts only the crashed worker of its app.
@@ -87,8 +78,8 @@ type fleet struct {
 	// Set before the control socket serves, for pm2.go: the arguments of `run` (save),
 	// and the log files flush empties (nil: none).
 	runArgs    []string
-	mainLog    *logFile
-	workerLogs *workerLogs
+	mainLog    *applog.File
+	workerLogs *applog.WorkerLogs
 	// reread reads the configuration file again as at start (-env, -only and the command
 	// line's overrides applied), for `reload --update-env` (updateenv.go); nil when the
 	// supervisor runs no file. Set before the control socket serves.
@@ -116,24 +107,24 @@ type fleetSetup struct {
 	opts     cluster.Options
 	log      *zap.Logger
 	newCore  func(zapcore.WriteSyncer) zapcore.Core // a log core of the supervisor's format and level
-	rot      rotation
-	workers  *workerLogs         // -log-dir; nil: none
+	rot      applog.Rotation
+	workers  *applog.WorkerLogs  // -log-dir; nil: none
 	notifier *sdnotify.Notifier  // systemd's; nil: not under systemd
 	kept     map[string]*os.File // sockets systemd kept (listenFDs); an app takes its own out
 	socket   string              // the control socket, beside which the rendezvous sockets live
-	output   *appOutput          // where the apps' lines go (logprint.go); nil: into log
+	output   *applog.Output      // where the apps' lines go (logprint.go); nil: into log
 }
 
 // newFleet makes one app per spec, each with its own logger (its name on every line),
 // per-worker files and, with several apps, its own out_file beside the merged log (returned
 // for the caller to reopen and close, even with an error).
-func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
+func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*applog.File, error) {
 	multi := len(specs) > 1
 	var notifyApp func(app string) func(string)
 	if fs.opts.Notify != nil && multi {
 		notifyApp = joinNotify(len(specs), fs.opts.Notify)
 	}
-	var appFiles []*logFile
+	var appFiles []*applog.File
 	fl := &fleet{}
 	for _, sp := range specs {
 		a := &app{name: sp.Name, opt: fs.opts, log: fs.log}
@@ -142,7 +133,7 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 		if multi {
 			core := fs.log.Core()
 			if sp.LogFile != "" {
-				f, err := openLogFile(sp.LogFile, fs.rot)
+				f, err := applog.OpenFile(sp.LogFile, fs.rot)
 				if err != nil {
 					return nil, appFiles, fmt.Errorf("app %s: %w", sp.Name, err)
 				}
@@ -170,7 +161,7 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 			if multi {
 				rv = fs.socket + "." + sp.Name + ".adopt"
 			}
-			if len(rv) <= maxSocketPath {
+			if len(rv) <= control.MaxSocketPath {
 				a.opt.Adopt = rv
 			} else {
 				a.log.Warn("workers will not outlive the supervisor: the rendezvous socket path is too long (choose a shorter -socket)", zap.String("path", rv))
@@ -181,7 +172,7 @@ func newFleet(specs []cluster.App, fs fleetSetup) (*fleet, []*logFile, error) {
 			if a.outFile != nil {
 				own = a.outFile
 			}
-			a.opt.Output = fs.output.forApp(sp.Name, appLabel(sp), own)
+			a.opt.Output = fs.output.ForApp(sp.Name, applog.Label(sp), own)
 		}
 		if fs.workers != nil {
 			a.opt.WorkerLog = fs.workers.For
@@ -271,14 +262,14 @@ func (f *fleet) one(name string) (*app, error) {
 // status is GET /status: every app, and every worker of the running ones with its app's
 // name. Addr and Steering are the first running cluster-mode app's (the only one's, for a
 // configuration of one app), so that one-app readers keep their fields.
-func (f *fleet) status(name string) (statusReply, error) {
+func (f *fleet) status(name string) (control.Status, error) {
 	apps, err := f.pick(name)
 	if err != nil {
-		return statusReply{}, err
+		return control.Status{}, err
 	}
-	st := statusReply{Workers: []cluster.WorkerStatus{}}
+	st := control.Status{Workers: []control.Worker{}}
 	for _, a := range apps {
-		as := appStatus{Name: a.name, Mode: a.mode(), Status: "stopped"}
+		as := control.App{Name: a.name, Mode: a.mode(), Status: "stopped"}
 		if sup := a.current(); sup != nil {
 			rows := sup.Status()
 			as.Status, as.Workers = "running", len(rows)
@@ -288,7 +279,7 @@ func (f *fleet) status(name string) (statusReply, error) {
 					st.Addr, st.Steering = as.Addr, as.Steering
 				}
 			}
-			st.Workers = append(st.Workers, rows...)
+			st.Workers = append(st.Workers, workerRows(rows)...)
 		}
 		st.Apps = append(st.Apps, as)
 	}
@@ -482,4 +473,13 @@ func joinNotify(n int, send func(string)) func(app string) func(string) {
 			}
 		}
 	}
+}
+
+// workerRows are the cluster's status rows as the control protocol carries them.
+func workerRows(rows []cluster.WorkerStatus) []control.Worker {
+	out := make([]control.Worker, len(rows))
+	for i, w := range rows {
+		out[i] = control.Worker(w)
+	}
+	return out
 }

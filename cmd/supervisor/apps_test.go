@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 )
 
 // pidsByApp maps "app/slot" to each worker's pid.
-func pidsByApp(st statusReply) map[string]int {
+func pidsByApp(st control.Status) map[string]int {
 	m := map[string]int{}
 	for _, w := range st.Workers {
 		m[fmt.Sprintf("%s/%d", w.App, w.ID)] = w.PID
@@ -41,7 +42,7 @@ func TestEcosystemApps(t *testing.T) {
    "env": {%[2]q: "background"}}
 ]}`, bin, roleEnv)), 0o600)
 	c, logs := runEcosystem(t, eco, "-log-dir", logDir)
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 30*time.Second, "every app's workers online", func() bool {
 		var err error
 		st, err = c.status()

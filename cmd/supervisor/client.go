@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,7 +15,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
-	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/control"
 )
 
 // runClient sends one command to the running supervisor's control socket.
@@ -49,7 +45,7 @@ func parseClientArgs(cmd string, args []string, getenv func(string) string, stde
 	r := &clientRequest{cmd: cmd, lines: 15}
 	fs := flag.NewFlagSet("supervisor "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&r.socket, "socket", defaultSocket(getenv), "control socket path")
+	fs.StringVar(&r.socket, "socket", control.DefaultSocket(getenv), "control socket path")
 	if cmd == "status" || cmd == "describe" {
 		fs.BoolVar(&r.asJSON, "json", false, "print it as JSON")
 	}
@@ -86,7 +82,7 @@ func parseClientArgs(cmd string, args []string, getenv func(string) string, stde
 	if err := findSocket(fs, &r.socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
 		return nil, err
 	}
-	if err := checkSocketPath(r.socket); err != nil {
+	if err := control.CheckSocketPath(r.socket); err != nil {
 		return nil, err
 	}
 	if err := r.arguments(pos); err != nil {
@@ -200,7 +196,7 @@ func (r *clientRequest) target() (method, path string, err error) {
 // send sends the command and prints the supervisor's reply.
 func (r *clientRequest) send(ctx context.Context, stdout, stderr io.Writer) error {
 	cmd := r.cmd
-	c := controlClient(r.socket)
+	c := control.NewClient(r.socket).HTTP()
 	method, path, err := r.target()
 	if err != nil {
 		return err
@@ -233,7 +229,7 @@ func (r *clientRequest) send(ctx context.Context, stdout, stderr io.Writer) erro
 		return fmt.Errorf("read reply: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var e errorReply
+		var e control.ErrorReply
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			return fmt.Errorf("%s: %s", cmd, e.Error)
 		}
@@ -246,7 +242,7 @@ func (r *clientRequest) send(ctx context.Context, stdout, stderr io.Writer) erro
 func (r *clientRequest) printReply(ctx context.Context, c *http.Client, code int, body []byte, stdout io.Writer) error {
 	cmd, socket := r.cmd, r.socket
 	if r.updateEnv { // what the file's env changed, and what else it changed that a reload does not take
-		var nr notesReply
+		var nr control.Notes
 		if json.Unmarshal(body, &nr) == nil {
 			for _, n := range nr.Notes {
 				fmt.Fprintln(stdout, n)
@@ -259,7 +255,7 @@ func (r *clientRequest) printReply(ctx context.Context, c *http.Client, code int
 			_, err := stdout.Write(body)
 			return err
 		}
-		var st statusReply
+		var st control.Status
 		if err := json.Unmarshal(body, &st); err != nil {
 			return fmt.Errorf("decode status: %w", err)
 		}
@@ -269,7 +265,7 @@ func (r *clientRequest) printReply(ctx context.Context, c *http.Client, code int
 			_, err := stdout.Write(body)
 			return err
 		}
-		var d describeReply
+		var d control.Describe
 		if err := json.Unmarshal(body, &d); err != nil {
 			return fmt.Errorf("decode describe: %w", err)
 		}
@@ -335,7 +331,7 @@ func waitUpgraded(ctx context.Context, c *http.Client, socket string, stdout io.
 	}
 }
 
-func everyOnline(st statusReply) bool {
+func everyOnline(st control.Status) bool {
 	for _, w := range st.Workers {
 		if w.Status != cluster.StateOnline {
 			return false
@@ -356,47 +352,9 @@ func printStatus(ctx context.Context, c *http.Client, socket string, stdout io.W
 	return nil
 }
 
-// controlClient is an HTTP client whose every request goes to the control socket, and
-// only to a supervisor of this user or root: whoever answers at the path is asked who it
-// is (SO_PEERCRED) before a request is sent, so that a listener another user put there
-// can neither read our commands nor answer "stopped" for a supervisor that runs on.
-func controlClient(socket string) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "unix", socket)
-			if err != nil {
-				return nil, err
-			}
-			if err := ipc.CheckPeer(c.(*net.UnixConn)); err != nil {
-				c.Close()
-				return nil, peerRefusal(socket, err)
-			}
-			return c, nil
-		},
-	}}
-}
-
-// peerRefusal says why the process at socket was not talked to, and what to do: root,
-// meeting a supervisor of another user's, is told to ask as that user (root trusts no
-// other user's socket: that user could have put any listener there); anyone else, that a
-// stranger's program may be listening where the supervisor should be.
-func peerRefusal(socket string, err error) error {
-	var pe *ipc.PeerError
-	if os.Geteuid() == 0 && errors.As(err, &pe) {
-		name := strconv.FormatUint(uint64(pe.UID), 10)
-		if u, lerr := user.LookupId(name); lerr == nil {
-			name = u.Username
-		}
-		return fmt.Errorf("control socket %s: its process (pid %d) belongs to uid %d (user %s), not root: root does not take another user's answers (that user could put any program there); "+
-			"run the command as that user: sudo -u %s supervisor ... -socket %s", socket, pe.PID, pe.UID, name, name, socket)
-	}
-	return fmt.Errorf("control socket: %w (is someone else's program listening there? remove %s and start the supervisor again)", err, socket)
-}
-
 // printTable prints the status as `pm2 ls` does: with several apps (or a named one), a
 // line per app and an app column.
-func printTable(w io.Writer, st statusReply) {
+func printTable(w io.Writer, st control.Status) {
 	named := len(st.Apps) > 1 || (len(st.Apps) == 1 && st.Apps[0].Name != "")
 	if !named && st.Addr != "" { // "" when its one app is stopped: its row says so
 		fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
@@ -507,17 +465,4 @@ func mem(b int64) string {
 func isNumber(s string) bool {
 	_, err := strconv.Atoi(s)
 	return err == nil
-}
-
-// maxSocketPath is the longest path a unix socket address holds (sun_path is 108 bytes,
-// NUL included).
-const maxSocketPath = 107
-
-// checkSocketPath refuses a control socket path the kernel cannot take, before connect or
-// bind fail with a bare "invalid argument".
-func checkSocketPath(path string) error {
-	if len(path) > maxSocketPath {
-		return fmt.Errorf("control socket path %q is %d bytes, and a unix socket path holds at most %d: choose a shorter -socket (or a shorter XDG_RUNTIME_DIR)", path, len(path), maxSocketPath)
-	}
-	return nil
 }

@@ -18,37 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 )
-
-// statusReply is the body of GET /status and the output of `status -json`.
-type statusReply struct {
-	// Addr is the address served: the first cluster-mode app's when there are several
-	// (each app's own is in Apps).
-	Addr string `json:"addr"`
-	// Steering is how new connections reach the workers: "bpf-rr" (round robin over the
-	// online workers) or "hash" (the kernel's); the first cluster-mode app's.
-	Steering string `json:"steering"`
-	// Workers are every app's workers, each with its app's name (WorkerStatus.App).
-	Workers []cluster.WorkerStatus `json:"workers"`
-	// Apps are the configuration's apps in order, running or stopped, as `pm2 ls` lists
-	// them.
-	Apps []appStatus `json:"apps,omitempty"`
-	// UpgradeError is why the last upgrade's new binary gave this one back (upgrade.go's
-	// fallback); empty if none did.
-	UpgradeError string `json:"upgrade_error,omitempty"`
-	// Drained: `supervisor drain` took the host out of its balancer, until `supervisor
-	// ready` (drain.go).
-	Drained bool `json:"drained"`
-	// Agent is the address the HAProxy agent answers on (-agent; the real port when it
-	// said 0); empty without one.
-	Agent string `json:"agent,omitempty"`
-}
-
-type errorReply struct {
-	Error string `json:"error"`
-}
 
 // listenControl creates the control socket, mode 0600, replacing a stale one (we hold the
 // lock, so no live supervisor owns it). It accepts only this user and root (see
@@ -224,7 +198,7 @@ func operatorOnly(fl *fleet, log *zap.Logger, next http.Handler) http.Handler {
 			zap.Int32("pid", cred.Pid), zap.Int("worker", by), zap.Error(err))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(w).Encode(errorReply{msg})
+		json.NewEncoder(w).Encode(control.ErrorReply{Error: msg})
 	})
 }
 
@@ -233,7 +207,7 @@ func operatorOnly(fl *fleet, log *zap.Logger, next http.Handler) http.Handler {
 // ?app=NAME for one app (every app without) but metrics and upgrade, and POST /drain and
 // POST /ready (the whole host: drain.go). The POSTs are refused to the supervisor's
 // workers (operatorOnly).
-func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
+func controlHandler(fl *fleet, log *zap.Logger, ring *applog.Ring, reg *prometheus.Registry, stop chan<- struct{}, up *upgrader) http.Handler {
 	mux := http.NewServeMux()
 	c := &controlAPI{fl: fl, log: log, ring: ring, stop: stop, up: up}
 	mux.HandleFunc("GET /status", c.status)
@@ -251,7 +225,7 @@ func controlHandler(fl *fleet, log *zap.Logger, ring *logRing, reg *prometheus.R
 type controlAPI struct {
 	fl   *fleet
 	log  *zap.Logger
-	ring *logRing
+	ring *applog.Ring
 	stop chan<- struct{}
 	up   *upgrader
 }
@@ -273,11 +247,11 @@ func fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, cluster.ErrStopped):
 		code = http.StatusServiceUnavailable
 	}
-	reply(w, code, errorReply{err.Error()})
+	reply(w, code, control.ErrorReply{Error: err.Error()})
 }
 
 func badRequest(w http.ResponseWriter, err error) {
-	reply(w, http.StatusBadRequest, errorReply{err.Error()})
+	reply(w, http.StatusBadRequest, control.ErrorReply{Error: err.Error()})
 }
 
 func replyOK(w http.ResponseWriter) { reply(w, http.StatusOK, map[string]bool{"ok": true}) }
@@ -288,7 +262,7 @@ func replyNotes(w http.ResponseWriter, notes []string) {
 		replyOK(w)
 		return
 	}
-	reply(w, http.StatusOK, notesReply{OK: true, Notes: notes})
+	reply(w, http.StatusOK, control.Notes{OK: true, Notes: notes})
 }
 
 // status is GET /status.
@@ -308,7 +282,7 @@ func (c *controlAPI) status(w http.ResponseWriter, r *http.Request) {
 func (c *controlAPI) logs(w http.ResponseWriter, r *http.Request) {
 	fl := c.fl
 	q := r.URL.Query()
-	sel := lineFilter{slot: -2}
+	sel := applog.Filter{Slot: applog.AllSlots}
 	n := 15
 	if v := q.Get("n"); v != "" {
 		var err error
@@ -319,7 +293,7 @@ func (c *controlAPI) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("slot"); v != "" {
 		var err error
-		if sel.slot, err = strconv.Atoi(v); err != nil || sel.slot < 0 {
+		if sel.Slot, err = strconv.Atoi(v); err != nil || sel.Slot < 0 {
 			badRequest(w, fmt.Errorf("slot: %q is not a slot number", v))
 			return
 		}
@@ -329,17 +303,17 @@ func (c *controlAPI) logs(w http.ResponseWriter, r *http.Request) {
 			fail(w, err)
 			return
 		}
-		sel.app = v
+		sel.App = v
 	}
 	// The rest (logprint.go): &format=raw|json, &timestamp=FORMAT, &type=out|err,
 	// &apps=1 (the apps' lines only); a slot no app has is an error.
-	p, err := logsQuery(q, &sel)
+	p, err := applog.ParseQuery(q, &sel)
 	if err != nil {
 		badRequest(w, err)
 		return
 	}
-	if sel.slot >= 0 {
-		if err := fl.hasSlot(sel.app, sel.slot); err != nil {
+	if sel.Slot >= 0 {
+		if err := fl.hasSlot(sel.App, sel.Slot); err != nil {
 			fail(w, err)
 			return
 		}
@@ -349,7 +323,7 @@ func (c *controlAPI) logs(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		flush = f.Flush
 	}
-	c.ring.follow(r.Context(), func(l ringLine) { p.print(w, w, l) }, flush, sel, n, q.Get("follow") == "1")
+	c.ring.Follow(r.Context(), func(l applog.Line) { p.Print(w, w, l) }, flush, sel, n, q.Get("follow") == "1")
 }
 
 // clusterRoutes are POST /reload, /restart and /scale.
@@ -403,11 +377,11 @@ func (c *controlAPI) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	bin, err := up.check(bin)
 	if err != nil {
-		reply(w, http.StatusConflict, errorReply{err.Error()})
+		reply(w, http.StatusConflict, control.ErrorReply{Error: err.Error()})
 		return
 	}
 	if !up.busy.CompareAndSwap(false, true) {
-		reply(w, http.StatusConflict, errorReply{"one is under way already"})
+		reply(w, http.StatusConflict, control.ErrorReply{Error: "one is under way already"})
 		return
 	}
 	up.failed.Store("") // the status speaks of this one from now on

@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/pageserver"
 	"github.com/onehost/onehost/internal/procstat"
 )
@@ -53,7 +54,7 @@ const (
 // localhost, an IP address or one of hosts (hostCheck: DNS rebinding).
 func startDashboard(ctx context.Context, ps *pageserver.Server, addr, ceilingDir string, hosts []string, fl *fleet, log *zap.Logger) (stop func()) {
 	m := &monitor{
-		status:   func(context.Context) (statusReply, error) { return fl.status("") },
+		status:   func(context.Context) (control.Status, error) { return fl.status("") },
 		readHost: func() (procstat.Host, error) { return procstat.ReadHost("") },
 		now:      time.Now,
 		interval: time.Second,

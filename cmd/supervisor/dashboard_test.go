@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/proctest"
 )
@@ -125,9 +126,9 @@ func addFakeFleet(t *testing.T, dir string, pid int, started time.Time) {
 func TestDashboardFrame(t *testing.T) {
 	st := monitState{Addr: "127.0.0.1:3000", Steering: "bpf-rr",
 		Workers: []monitRow{
-			{WorkerStatus: cluster.WorkerStatus{ID: 0, PID: 4101, Status: "online", UptimeS: 312, Restarts: 1, CPUPercent: 23.44,
+			{Worker: control.Worker{ID: 0, PID: 4101, Status: "online", UptimeS: 312, Restarts: 1, CPUPercent: 23.44,
 				RSSBytes: 41 << 20, RPS: 2412.26, Connections: 12, Health: cluster.HealthOK}},
-			{WorkerStatus: cluster.WorkerStatus{ID: 1, Status: "waiting-restart", Restarts: 4}},
+			{Worker: control.Worker{ID: 1, Status: "waiting-restart", Restarts: 4}},
 		},
 		Host: &hostRates{CPUs: []coreBusy{{0, 87.54}, {1, 12}}, RxPerS: 1.25e6, TxPerS: 3.4e6}}
 	d := newDashboard(func(context.Context) monitState { return st }, "")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onehost/onehost/internal/agent"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 )
 
 // agentStopGrace is how long the agent stays up after the supervisor began stopping, at
@@ -84,7 +85,7 @@ func agentAddress(flagValue string, specs []cluster.App) (string, error) {
 func runDrain(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	socket := fs.String("socket", control.DefaultSocket(getenv), "control socket path")
 	var quiet, timeout time.Duration
 	if cmd == "drain" {
 		fs.DurationVar(&quiet, "quiet", 2*time.Second, "return once no request came for this long (more than the workers' stats_interval, 1s by default, at which the counters are read)")
@@ -105,10 +106,10 @@ func runDrain(ctx context.Context, cmd string, args []string, getenv func(string
 	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
 		return err
 	}
-	if err := checkSocketPath(*socket); err != nil {
+	if err := control.CheckSocketPath(*socket); err != nil {
 		return err
 	}
-	c := controlClient(*socket)
+	c := control.NewClient(*socket).HTTP()
 	if err := post(ctx, c, *socket, cmd); err != nil {
 		return err
 	}
@@ -172,7 +173,7 @@ func post(ctx context.Context, c *http.Client, socket, cmd string) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 300 {
-		var e errorReply
+		var e control.ErrorReply
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			return fmt.Errorf("%s: %s", cmd, e.Error)
 		}

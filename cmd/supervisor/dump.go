@@ -20,49 +20,28 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/safepath"
 )
-
-// dump is `supervisor save`'s file, which `resurrect` starts from (PM2's dump.pm2): how
-// the supervisor was started (its arguments, directory and environment) and what ran.
-type dump struct {
-	Version int       `json:"version"`
-	SavedAt time.Time `json:"saved_at"`
-	Socket  string    `json:"socket"`
-	Cwd     string    `json:"cwd"`
-	Args    []string  `json:"args"`
-	// Env is the supervisor's environment, which its workers inherit (secrets included:
-	// the file is mode 0600, as PM2's dump is its user's).
-	Env  []string  `json:"env"`
-	Apps []dumpApp `json:"apps"`
-}
-
-type dumpApp struct {
-	Name   string `json:"name,omitempty"`
-	Mode   string `json:"mode"`
-	Status string `json:"status"` // running or stopped
-	// Instances is the app's workers when saved: the scale resurrect restores.
-	Instances int `json:"instances"`
-}
 
 // notInherited are the variables of the supervisor's environment that belong to how it
 // was started (systemd's, an upgrade's), not to the apps: a dump leaves them out.
 var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_", envUpgradeFallback, envUpgradeFailed, envUpgradeApps}
 
 // saveDump is POST /save's body: the dump of the running supervisor.
-func (f *fleet) saveDump() (dump, error) {
+func (f *fleet) saveDump() (control.Dump, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
-		return dump{}, fmt.Errorf("save: %w", err)
+		return control.Dump{}, fmt.Errorf("save: %w", err)
 	}
-	d := dump{Version: 1, SavedAt: time.Now().UTC(), Cwd: cwd, Args: f.runArgs}
+	d := control.Dump{Version: 1, SavedAt: time.Now().UTC(), Cwd: cwd, Args: f.runArgs}
 	for _, kv := range os.Environ() {
 		if !slices.ContainsFunc(notInherited, func(p string) bool { return strings.HasPrefix(kv, p) }) {
 			d.Env = append(d.Env, kv)
 		}
 	}
 	for _, a := range f.live() {
-		da := dumpApp{Name: a.name, Mode: a.mode(), Status: "stopped"}
+		da := control.DumpApp{Name: a.name, Mode: a.mode(), Status: "stopped"}
 		if sup := a.current(); sup != nil {
 			da.Status, da.Instances = "running", len(sup.Status())
 		}
@@ -83,7 +62,7 @@ func defaultDumpPath(socket string) string {
 func runSave(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor save", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	socket := fs.String("socket", control.DefaultSocket(getenv), "control socket path")
 	file := fs.String("file", "", "the dump file (default: beside the control socket, SOCKET without .sock + .dump.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,14 +73,14 @@ func runSave(ctx context.Context, args []string, getenv func(string) string, std
 	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
 		return err
 	}
-	if err := checkSocketPath(*socket); err != nil {
+	if err := control.CheckSocketPath(*socket); err != nil {
 		return err
 	}
 	body, err := controlCall(ctx, *socket, "POST", "/save", nil)
 	if err != nil {
 		return fmt.Errorf("save: %w", err)
 	}
-	var d dump
+	var d control.Dump
 	if err := json.Unmarshal(body, &d); err != nil {
 		return fmt.Errorf("save: decode: %w", err)
 	}
@@ -128,7 +107,7 @@ func runSave(ctx context.Context, args []string, getenv func(string) string, std
 func runResurrect(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor resurrect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path of the saved supervisor (where its dump lies by default)")
+	socket := fs.String("socket", control.DefaultSocket(getenv), "control socket path of the saved supervisor (where its dump lies by default)")
 	file := fs.String("file", "", "the dump file (default: beside the control socket)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -148,7 +127,7 @@ func runResurrect(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("resurrect: refused: %w", err)
 	}
-	var d dump
+	var d control.Dump
 	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 {
 		return fmt.Errorf("resurrect: %s is not a dump of supervisor save (version %d, %v)", path, d.Version, err)
 	}
@@ -162,11 +141,11 @@ func runResurrect(ctx context.Context, args []string, getenv func(string) string
 	if err := startBackground(ctx, runArgs, d.Cwd, d.Env, getenv, &quiet); err != nil {
 		return fmt.Errorf("resurrect: %w", err)
 	}
-	st, err := statusWithin(ctx, controlClient(sock), sock, 10*time.Second)
+	st, err := statusWithin(ctx, control.NewClient(sock).HTTP(), sock, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("resurrect: %w", err)
 	}
-	saved := map[string]dumpApp{}
+	saved := map[string]control.DumpApp{}
 	for _, a := range d.Apps {
 		saved[a.Name] = a
 	}
@@ -194,7 +173,7 @@ func runResurrect(ctx context.Context, args []string, getenv func(string) string
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("resurrect: started, but not every app as saved: %w", err)
 	}
-	if err := printStatus(ctx, controlClient(sock), sock, stdout); err != nil {
+	if err := printStatus(ctx, control.NewClient(sock).HTTP(), sock, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "resurrected from %s (saved %s)\n", path, d.SavedAt.Format(time.RFC3339))

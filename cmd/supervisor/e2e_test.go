@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
 
@@ -57,9 +58,9 @@ func TestRealWorkerCluster(t *testing.T) {
 		}
 	}
 	// One worker owns the database's writes, the other forwards its writes to it.
-	waitRoles := func(what string) statusReply {
+	waitRoles := func(what string) control.Status {
 		t.Helper()
-		var st statusReply
+		var st control.Status
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			st, err = c.status()

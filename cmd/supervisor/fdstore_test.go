@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -100,7 +101,7 @@ func TestSystemdFDStore(t *testing.T) {
 		done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", a.socket, "-listen", "127.0.0.1:0", "--", os.Args[0]},
 			func(k string) string { return env[k] }, io.Discard, logs)
 	}()
-	var st statusReply
+	var st control.Status
 	defer func() {
 		if t.Failed() {
 			t.Logf("first supervisor:\n%s\nstored %v", logs, store.names())

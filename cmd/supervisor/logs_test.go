@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/applog"
+	"golang.org/x/sys/unix"
 )
 
 // TestLogsCommand: `supervisor logs` prints the last lines the running supervisor keeps,
@@ -110,66 +112,6 @@ func TestLogFormats(t *testing.T) {
 	}
 }
 
-// TestLogRotation: a log file past its size moves to PATH.1 (older ones shift), at most
-// keep old files stay, and no entry is split across two files.
-func TestLogRotation(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.log")
-	l, err := openLogFile(path, rotation{MaxSize: 100, Keep: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	line := strings.Repeat("x", 39) + "\n" // 40 bytes: two fit in 100, a third does not
-	for i := range 7 {
-		if _, err := l.Write([]byte(fmt.Sprintf("%d%s", i, line[1:]))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 7 entries, 2 per file: 0-1, 2-3, 4-5 rotated (0-1 dropped, keep 2), 6 current.
-	for name, want := range map[string]string{"": "6", ".1": "45", ".2": "23"} {
-		b, err := os.ReadFile(path + name)
-		if err != nil {
-			t.Fatalf("%s%s: %v", path, name, err)
-		}
-		var firsts string
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if len(l) != 39 {
-				t.Errorf("%s%s: a split entry %q", path, name, l)
-			}
-			firsts += l[:1]
-		}
-		if firsts != want {
-			t.Errorf("%s%s holds entries %q, want %q", path, name, firsts, want)
-		}
-	}
-	if _, err := os.Stat(path + ".3"); err == nil {
-		t.Error("a third old file kept with keep 2")
-	}
-}
-
-// TestLogFilesPrivate: log files (the merged log, a slot's, and the fresh file after a
-// rotation) are created mode 0600, whatever the umask lets through: they hold the
-// application's output.
-func TestLogFilesPrivate(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.log")
-	l, err := openLogFile(path, rotation{MaxSize: 10, Keep: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Write([]byte("0123456789\n"))
-	l.Write([]byte("0123456789\n")) // rotates: path.1, and a new path
-	for _, p := range []string{path, path + ".1"} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fi.Mode().Perm(); got != 0o600 {
-			t.Errorf("%s: mode %v, want 0600", p, got)
-		}
-	}
-}
-
 // TestLogDirChecked: a -log-dir that another user could write, or that is not a
 // directory, is refused at start with the path and the fix; a fresh one is made 0700.
 func TestLogDirChecked(t *testing.T) {
@@ -195,7 +137,7 @@ func TestLogDirChecked(t *testing.T) {
 	if err := os.MkdirAll(fresh, 0o700); err != nil { // as run makes it
 		t.Fatal(err)
 	}
-	if err := checkLogDir(fresh); err != nil {
+	if err := applog.CheckDir(fresh); err != nil {
 		t.Errorf("a fresh directory: %v", err)
 	}
 }
@@ -261,18 +203,4 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 		t.Fatal(err)
 	}
 	return m, s
-}
-
-func TestAppendPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain text, é and 日本", "plain text, é and 日本"},
-		{"tab\tkept", "tab\tkept"},
-		{"\x1b[2J\x07\x00\r\n\x7f", `\x1b[2J\x07\x00\x0d\x0a\x7f`},
-		{"c1 \u0085 \u009b", `c1 \u0085 \u009b`},
-		{"bad \xff\x9b end", `bad \xff\x9b end`},
-	} {
-		if got := string(appendPrintable(nil, []byte(tc.in))); got != tc.want {
-			t.Errorf("appendPrintable(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/ipc"
@@ -228,20 +228,20 @@ func FuzzLogLine(f *testing.F) {
 		if stream != "" {
 			stream = []string{cluster.StreamOut, cluster.StreamErr}[len(stream)%2]
 		}
-		l := ringLine{label: label, slot: slot, stream: stream, t: time.UnixMilli(1764923307789), text: []byte(msg)}
+		l := applog.Line{Label: label, Slot: slot, Stream: stream, Time: time.UnixMilli(1764923307789), Text: []byte(msg)}
 		if stream == "" && !strings.HasSuffix(msg, "\n") {
-			l.text = append(l.text, '\n') // an event's entry ends its line
+			l.Text = append(l.Text, '\n') // an event's entry ends its line
 		}
-		w := l.wire()
+		w := l.Entry()
 		b, err := json.Marshal(w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back pm2Line
+		var back applog.Entry
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
-		if got := fromWire(back).wire(); got != w && utf8.ValidString(msg) && utf8.ValidString(label) {
+		if got := applog.FromEntry(back).Entry(); got != w && utf8.ValidString(msg) && utf8.ValidString(label) {
 			t.Errorf("round trip: %+v, want %+v", got, w)
 		}
 		for _, o := range []logsOptions{{}, {raw: true}, {json: true}, {timestamp: stamp}} {
@@ -255,53 +255,4 @@ func FuzzLogLine(f *testing.F) {
 			o.print(strings.NewReader(msg), &out, &errb) // not JSON: an error, no panic
 		}
 	})
-}
-
-// TestLogsQuery: GET /logs's parameters, as the CLI and curl send them: timestamp=true is
-// the default format there too (as `logs --timestamp` alone), false none.
-func TestLogsQuery(t *testing.T) {
-	at := time.Date(2026, 12, 6, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		name    string
-		query   string
-		stamp   string // the printer's stamp of at, "" for none
-		appOnly bool
-		err     string
-	}{
-		{"none", "", "", false, ""},
-		{"true: the default format", "timestamp=true", "2026-12-06-03:04:05", false, ""},
-		{"false", "timestamp=false", "", false, ""},
-		{"a format", "timestamp=HH:mm", "03:04", false, ""},
-		{"raw is the apps' lines", "format=raw", "", true, ""},
-		{"apps=1", "apps=1&type=err", "", true, ""},
-		{"unclosed bracket", "timestamp=[HH", "", false, "timestamp"},
-		{"unknown format", "format=xml", "", false, "format"},
-		{"unknown type", "type=all", "", false, "type"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, err := url.ParseQuery(tc.query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sel lineFilter
-			p, err := logsQuery(q, &sel)
-			if tc.err != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tc.err+":") {
-					t.Errorf("error %v, want one naming %s", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stamp string
-			if p.stamp != nil {
-				stamp = string(p.stamp.AppendFormat(nil, at))
-			}
-			if stamp != tc.stamp || sel.appOnly != tc.appOnly {
-				t.Errorf("stamp %q, apps only %v; want %q, %v", stamp, sel.appOnly, tc.stamp, tc.appOnly)
-			}
-		})
-	}
 }

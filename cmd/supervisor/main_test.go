@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/ipc"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
@@ -216,9 +217,9 @@ func (c *runningCluster) cmd(args ...string) (string, error) {
 	return out.String() + errb.String(), err
 }
 
-func (c *runningCluster) status() (statusReply, error) {
+func (c *runningCluster) status() (control.Status, error) {
 	out, err := c.cmd("status", "-json")
-	var st statusReply
+	var st control.Status
 	if err != nil {
 		return st, err
 	}
@@ -448,30 +449,6 @@ func TestTableFormats(t *testing.T) {
 				t.Errorf("got %q, want %q", tt.got, tt.want)
 			}
 		})
-	}
-}
-
-func TestLogFileReopen(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "cluster.log")
-	l, err := openLogFile(path, rotation{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	io.WriteString(l, "before\n")
-	if err := os.Rename(path, path+".1"); err != nil { // what logrotate does
-		t.Fatal(err)
-	}
-	io.WriteString(l, "still old\n")
-	if err := l.Reopen(); err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(l, "after\n")
-	old, _ := os.ReadFile(path + ".1")
-	cur, _ := os.ReadFile(path)
-	if string(old) != "before\nstill old\n" || string(cur) != "after\n" {
-		t.Errorf("rotated file %q, new file %q; want %q and %q", old, cur, "before\nstill old\n", "after\n")
 	}
 }
 

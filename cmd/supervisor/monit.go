@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -35,7 +36,7 @@ const historyLen = 30
 func runMonit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor monit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	socket := fs.String("socket", control.DefaultSocket(getenv), "control socket path")
 	interval := fs.Duration("interval", time.Second, "how often to read the supervisor and the host and redraw")
 	once := fs.Bool("once", false, "print one frame and exit (also what happens when stdout is not a terminal)")
 	if err := fs.Parse(args); err != nil {
@@ -50,12 +51,12 @@ func runMonit(ctx context.Context, args []string, getenv func(string) string, st
 	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
 		return err
 	}
-	if err := checkSocketPath(*socket); err != nil {
+	if err := control.CheckSocketPath(*socket); err != nil {
 		return err
 	}
-	c := controlClient(*socket)
+	c := control.NewClient(*socket).HTTP()
 	m := &monitor{
-		status: func(ctx context.Context) (statusReply, error) {
+		status: func(ctx context.Context) (control.Status, error) {
 			// A wedged supervisor must not freeze the screen: one interval late is a miss.
 			ctx, cancel := context.WithTimeout(ctx, max(*interval, 2*time.Second))
 			defer cancel()
@@ -219,8 +220,8 @@ func drawFrame(out *os.File, st monitState) error {
 }
 
 // fetchStatus GETs /status from the supervisor.
-func fetchStatus(ctx context.Context, c *http.Client, socket string) (statusReply, error) {
-	var st statusReply
+func fetchStatus(ctx context.Context, c *http.Client, socket string) (control.Status, error) {
+	var st control.Status
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://supervisor/status", nil)
 	if err != nil {
 		return st, err
@@ -243,7 +244,7 @@ func fetchStatus(ctx context.Context, c *http.Client, socket string) (statusRepl
 // each slot's req/s history and the host's previous counters. Its seams are function
 // fields so that tests feed it readings.
 type monitor struct {
-	status   func(context.Context) (statusReply, error)
+	status   func(context.Context) (control.Status, error)
 	readHost func() (procstat.Host, error)
 	now      func() time.Time
 	interval time.Duration
@@ -251,7 +252,7 @@ type monitor struct {
 	history  map[string][]float64 // rowKey → req/s, oldest first
 	prevHost procstat.Host
 	prevAt   time.Time // zero: no previous host reading
-	lastRows []cluster.WorkerStatus
+	lastRows []control.Worker
 	lastAddr string
 	lastStr  string
 }
@@ -268,7 +269,7 @@ type monitState struct {
 
 // monitRow is a worker as /status reports it, with its slot's recent req/s.
 type monitRow struct {
-	cluster.WorkerStatus
+	control.Worker
 	History []float64 // oldest first, at most historyLen
 }
 
@@ -292,14 +293,14 @@ func (m *monitor) sample(ctx context.Context) monitState {
 	reply, err := m.status(ctx)
 	if err != nil {
 		st.Err = err.Error()
-		reply = statusReply{Addr: m.lastAddr, Steering: m.lastStr, Workers: m.lastRows}
+		reply = control.Status{Addr: m.lastAddr, Steering: m.lastStr, Workers: m.lastRows}
 	} else {
 		m.lastAddr, m.lastStr, m.lastRows = reply.Addr, reply.Steering, reply.Workers
 		m.record(reply.Workers)
 	}
 	st.Addr, st.Steering = reply.Addr, reply.Steering
 	for _, w := range reply.Workers {
-		st.Workers = append(st.Workers, monitRow{WorkerStatus: w, History: m.history[rowKey(w)]})
+		st.Workers = append(st.Workers, monitRow{Worker: w, History: m.history[rowKey(w)]})
 	}
 	now := m.now()
 	if h, err := m.readHost(); err == nil {
@@ -314,7 +315,7 @@ func (m *monitor) sample(ctx context.Context) monitState {
 
 // record appends each slot's req/s to its history and forgets slots that are gone (a
 // scale down), so that a later slot of the same number starts afresh.
-func (m *monitor) record(rows []cluster.WorkerStatus) {
+func (m *monitor) record(rows []control.Worker) {
 	if m.history == nil {
 		m.history = map[string][]float64{}
 	}
@@ -337,7 +338,7 @@ func (m *monitor) record(rows []cluster.WorkerStatus) {
 
 // rowKey names a worker's row: its slot, after its app's name when it has one (api/0), as
 // slots of several apps share numbers.
-func rowKey(w cluster.WorkerStatus) string {
+func rowKey(w control.Worker) string {
 	if w.App == "" {
 		return strconv.Itoa(w.ID)
 	}
@@ -420,7 +421,7 @@ func workerTable(rows []monitRow, width int, interval time.Duration) []string {
 	}
 	cells := [][]string{{"id", "status", "req/s", "cpu", "mem", "conns", "health", "pid", "uptime", "↺"}}
 	for _, r := range rows {
-		c := []string{rowKey(r.WorkerStatus), r.Status, rate(r.RPS), "-", "-", "-", "-", "-", "-", strconv.Itoa(r.Restarts)}
+		c := []string{rowKey(r.Worker), r.Status, rate(r.RPS), "-", "-", "-", "-", "-", "-", strconv.Itoa(r.Restarts)}
 		if r.NoCounters { // a program without our ipc reports none: unknown, not 0
 			c[2] = "-"
 		}
@@ -451,7 +452,7 @@ func workerTable(rows []monitRow, width int, interval time.Duration) []string {
 	}
 	for _, r := range rows {
 		if r.Health == cluster.HealthUnhealthy && r.HealthError != "" {
-			lines = append(lines, fmt.Sprintf("worker %s unhealthy: %s", rowKey(r.WorkerStatus), r.HealthError))
+			lines = append(lines, fmt.Sprintf("worker %s unhealthy: %s", rowKey(r.Worker), r.HealthError))
 		}
 	}
 	return lines

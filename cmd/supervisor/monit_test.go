@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/goldentest"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/proctest"
@@ -28,7 +29,7 @@ import (
 // them).
 func TestMonitRender(t *testing.T) {
 	online := func(id, pid int, rps float64, hist ...float64) monitRow {
-		return monitRow{WorkerStatus: cluster.WorkerStatus{ID: id, PID: pid, Status: "online", UptimeS: 312,
+		return monitRow{Worker: control.Worker{ID: id, PID: pid, Status: "online", UptimeS: 312,
 			Restarts: 1, CPUPercent: 23.4, RSSBytes: 41 << 20, Requests: 90210, RPS: rps, Connections: 12,
 			Health: cluster.HealthOK}, History: hist}
 	}
@@ -47,8 +48,8 @@ func TestMonitRender(t *testing.T) {
 			Workers: []monitRow{online(0, 4101, 3.5, 3.5)}, Host: host}, 100, 0},
 		{"restarting-and-unhealthy", monitState{Addr: "[::]:8080", Steering: "hash", Interval: time.Second, Live: true,
 			Workers: []monitRow{
-				{WorkerStatus: cluster.WorkerStatus{ID: 0, Status: "waiting-restart", Restarts: 4}, History: []float64{800, 0, 0}},
-				{WorkerStatus: cluster.WorkerStatus{ID: 1, PID: 77, Status: "online", UptimeS: 90000, CPUPercent: 150,
+				{Worker: control.Worker{ID: 0, Status: "waiting-restart", Restarts: 4}, History: []float64{800, 0, 0}},
+				{Worker: control.Worker{ID: 1, PID: 77, Status: "online", UptimeS: 90000, CPUPercent: 150,
 					RSSBytes: 3 << 30, RPS: 800, Health: cluster.HealthUnhealthy, HealthError: "open feed.db: no such file"},
 					History: []float64{400, 800}},
 			}, Host: host}, 100, 0},
@@ -116,15 +117,15 @@ func TestMonitSparkline(t *testing.T) {
 // TestMonitSample: what the monitor keeps between samples (history, the host's previous
 // counters, the last good rows) from readings fed through its seams.
 func TestMonitSample(t *testing.T) {
-	row := func(id int, rps float64) cluster.WorkerStatus {
-		return cluster.WorkerStatus{ID: id, PID: 100 + id, Status: "online", RPS: rps}
+	row := func(id int, rps float64) control.Worker {
+		return control.Worker{ID: id, PID: 100 + id, Status: "online", RPS: rps}
 	}
 	hostAt := func(busy, idle float64, rx, tx int64) procstat.Host {
 		return procstat.Host{CPUs: []procstat.CPUTime{{CPU: 0, User: busy, Idle: idle}, {CPU: 1, System: busy / 2, Idle: idle, IOWait: busy / 2}},
 			NetRxBytes: rx, NetTxBytes: tx}
 	}
 	type step struct {
-		rows []cluster.WorkerStatus // nil with err: the supervisor did not answer
+		rows []control.Worker // nil with err: the supervisor did not answer
 		err  error
 		host procstat.Host
 	}
@@ -133,7 +134,7 @@ func TestMonitSample(t *testing.T) {
 		steps []step
 		check func(t *testing.T, st monitState)
 	}{
-		{"first sample has no host rates", []step{{rows: []cluster.WorkerStatus{row(0, 5)}, host: hostAt(1, 1, 0, 0)}},
+		{"first sample has no host rates", []step{{rows: []control.Worker{row(0, 5)}, host: hostAt(1, 1, 0, 0)}},
 			func(t *testing.T, st monitState) {
 				if st.Host != nil {
 					t.Errorf("host %+v after one reading, want none", st.Host)
@@ -143,8 +144,8 @@ func TestMonitSample(t *testing.T) {
 				}
 			}},
 		{"host rates between readings", []step{
-			{rows: []cluster.WorkerStatus{row(0, 1)}, host: hostAt(10, 10, 1000, 0)},
-			{rows: []cluster.WorkerStatus{row(0, 2)}, host: hostAt(13, 11, 3000, 500)}, // cpu0: 3 busy of 4; cpu1: 1.5 system, 1.5 iowait, 1 idle
+			{rows: []control.Worker{row(0, 1)}, host: hostAt(10, 10, 1000, 0)},
+			{rows: []control.Worker{row(0, 2)}, host: hostAt(13, 11, 3000, 500)}, // cpu0: 3 busy of 4; cpu1: 1.5 system, 1.5 iowait, 1 idle
 		}, func(t *testing.T, st monitState) {
 			want := hostRates{CPUs: []coreBusy{{0, 75}, {1, 1.5 / 4 * 100}}, RxPerS: 2000, TxPerS: 500}
 			if st.Host == nil || !slices.Equal(st.Host.CPUs, want.CPUs) || st.Host.RxPerS != want.RxPerS || st.Host.TxPerS != want.TxPerS {
@@ -154,7 +155,7 @@ func TestMonitSample(t *testing.T) {
 		{"history keeps the last samples", func() []step {
 			var s []step
 			for i := range historyLen + 5 {
-				s = append(s, step{rows: []cluster.WorkerStatus{row(0, float64(i))}})
+				s = append(s, step{rows: []control.Worker{row(0, float64(i))}})
 			}
 			return s
 		}(), func(t *testing.T, st monitState) {
@@ -164,16 +165,16 @@ func TestMonitSample(t *testing.T) {
 			}
 		}},
 		{"a slot scaled away is forgotten", []step{
-			{rows: []cluster.WorkerStatus{row(0, 1), row(1, 7)}},
-			{rows: []cluster.WorkerStatus{row(0, 1)}},
-			{rows: []cluster.WorkerStatus{row(0, 1), row(1, 3)}},
+			{rows: []control.Worker{row(0, 1), row(1, 7)}},
+			{rows: []control.Worker{row(0, 1)}},
+			{rows: []control.Worker{row(0, 1), row(1, 3)}},
 		}, func(t *testing.T, st monitState) {
 			if got := st.Workers[1].History; !slices.Equal(got, []float64{3}) {
 				t.Errorf("slot 1 history %v, want [3] (afresh)", got)
 			}
 		}},
 		{"unreachable keeps the last rows and says why", []step{
-			{rows: []cluster.WorkerStatus{row(0, 9)}},
+			{rows: []control.Worker{row(0, 9)}},
 			{err: errors.New("connection refused")},
 		}, func(t *testing.T, st monitState) {
 			if st.Err != "connection refused" || len(st.Workers) != 1 || st.Workers[0].RPS != 9 {
@@ -189,9 +190,9 @@ func TestMonitSample(t *testing.T) {
 			i := 0
 			now := time.Unix(1000, 0)
 			m := &monitor{
-				status: func(context.Context) (statusReply, error) {
+				status: func(context.Context) (control.Status, error) {
 					s := tc.steps[i]
-					return statusReply{Addr: "a", Workers: s.rows}, s.err
+					return control.Status{Addr: "a", Workers: s.rows}, s.err
 				},
 				readHost: func() (procstat.Host, error) { return tc.steps[i].host, nil },
 				now:      func() time.Time { return now },

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/proctest"
 )
 
@@ -254,7 +255,7 @@ func TestNotServing(t *testing.T) {
 				}
 				defer conn.Close()
 			}
-			var w statusReply
+			var w control.Status
 			waitUntil(t, 30*time.Second, "worker shown not-serving", func() bool {
 				w, err = c.status()
 				return err == nil && len(w.Workers) == 1 && w.Workers[0].Status == "not-serving"

@@ -17,14 +17,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/control"
 )
 
 // plantedDump writes a dump that would run `touch marker` as whoever resurrects it.
 func plantedDump(t *testing.T, path, socket, marker string) {
 	t.Helper()
-	d := dump{Version: 1, SavedAt: time.Now(), Socket: socket, Cwd: "/",
+	d := control.Dump{Version: 1, SavedAt: time.Now(), Socket: socket, Cwd: "/",
 		Args: []string{"-socket", socket, "-listen", "127.0.0.1:0", "--", "/bin/sh", "-c", "touch " + marker + "; exec sleep 60"},
-		Env:  []string{"PATH=/usr/bin:/bin"}, Apps: []dumpApp{{Mode: "cluster", Status: "running", Instances: 1}}}
+		Env:  []string{"PATH=/usr/bin:/bin"}, Apps: []control.DumpApp{{Mode: "cluster", Status: "running", Instances: 1}}}
 	b, _ := json.Marshal(d)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestSaveIgnoresPlantedTemp(t *testing.T) {
 		t.Fatalf("dump %s: %v, %v; want a regular file of mode 0600", path, fi, err)
 	}
 	// And it reads back: the saved dump passes resurrect's checks.
-	var d dump
+	var d control.Dump
 	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &d) != nil || d.Version != 1 {
 		t.Fatalf("dump: %v", err)
 	}

@@ -22,7 +22,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/applog"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/procstat"
 )
@@ -32,7 +33,7 @@ import (
 func runKill(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("supervisor kill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", defaultSocket(getenv), "control socket path")
+	socket := fs.String("socket", control.DefaultSocket(getenv), "control socket path")
 	wait := fs.Duration("timeout", 5*time.Minute, "how long to wait for the supervisor to be gone (its workers drain first)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,7 +44,7 @@ func runKill(ctx context.Context, args []string, getenv func(string) string, std
 	if err := findSocket(fs, socket, stderr); err != nil { // an installed unit's (startup), when the default is not there
 		return err
 	}
-	if err := checkSocketPath(*socket); err != nil {
+	if err := control.CheckSocketPath(*socket); err != nil {
 		return err
 	}
 	// The pid of the supervisor that takes /stop, from the connection the request goes on
@@ -100,7 +101,7 @@ func controlCall(ctx context.Context, socket, method, path string, q url.Values)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := controlClient(socket).Do(req)
+	resp, err := control.NewClient(socket).HTTP().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reach the supervisor at %s (is it running? supervisor start FILE): %w", socket, err)
 	}
@@ -110,7 +111,7 @@ func controlCall(ctx context.Context, socket, method, path string, q url.Values)
 		return nil, fmt.Errorf("read reply: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var e errorReply
+		var e control.ErrorReply
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			return nil, errors.New(e.Error)
 		}
@@ -119,32 +120,11 @@ func controlCall(ctx context.Context, socket, method, path string, q url.Values)
 	return body, nil
 }
 
-// describeReply is GET /describe?app=NAME: one app's details, as `pm2 describe`.
-type describeReply struct {
-	Name     string   `json:"name,omitempty"`
-	Mode     string   `json:"mode"`
-	Status   string   `json:"status"`
-	Cwd      string   `json:"cwd"`
-	Command  []string `json:"command"`
-	Listen   string   `json:"listen,omitempty"`
-	Addr     string   `json:"addr,omitempty"`
-	Steering string   `json:"steering,omitempty"`
-	// Instances is the configured count (0: the default), Workers the count now.
-	Instances int `json:"instances"`
-	Workers   int `json:"workers"`
-	// EnvNames are the names of the app's own env (the values may be secrets).
-	EnvNames []string `json:"env_names"`
-	Restarts int      `json:"restarts"`
-	// UptimeS is the longest-running worker's uptime.
-	UptimeS   int64                  `json:"uptime_s"`
-	WorkerRow []cluster.WorkerStatus `json:"workers_status"`
-}
-
 // describe is one app's details.
-func (f *fleet) describe(name string) (describeReply, error) {
+func (f *fleet) describe(name string) (control.Describe, error) {
 	a, err := f.one(name)
 	if err != nil {
-		return describeReply{}, err
+		return control.Describe{}, err
 	}
 	conf := a.config()
 	cfg := conf.WithDefaults()
@@ -152,8 +132,8 @@ func (f *fleet) describe(name string) (describeReply, error) {
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	d := describeReply{Name: a.name, Mode: a.mode(), Status: "stopped", Cwd: cwd, Command: cfg.Command,
-		Instances: int(conf.Instances), WorkerRow: []cluster.WorkerStatus{}, EnvNames: []string{}}
+	d := control.Describe{Name: a.name, Mode: a.mode(), Status: "stopped", Cwd: cwd, Command: cfg.Command,
+		Instances: int(conf.Instances), WorkerRow: []control.Worker{}, EnvNames: []string{}}
 	if !conf.Fork() {
 		d.Listen = cfg.Listen
 	}
@@ -163,7 +143,7 @@ func (f *fleet) describe(name string) (describeReply, error) {
 	slices.Sort(d.EnvNames)
 	if sup := a.current(); sup != nil {
 		d.Status = "running"
-		d.WorkerRow = sup.Status()
+		d.WorkerRow = workerRows(sup.Status())
 		d.Workers = len(d.WorkerRow)
 		if !conf.Fork() {
 			d.Addr, d.Steering = sup.Addr(), sup.Steering()
@@ -178,7 +158,7 @@ func (f *fleet) describe(name string) (describeReply, error) {
 
 // printDescribe prints describe's reply as `pm2 describe` does: a table of fields, then
 // the workers.
-func printDescribe(w io.Writer, d describeReply) {
+func printDescribe(w io.Writer, d control.Describe) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	name := d.Name
 	if name == "" {
@@ -257,7 +237,7 @@ func (f *fleet) flush(name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var files []*logFile
+	var files []*applog.File
 	all := name == "" || name == "all"
 	if all && f.mainLog != nil {
 		files = append(files, f.mainLog)
@@ -268,47 +248,25 @@ func (f *fleet) flush(name string) ([]string, error) {
 		}
 	}
 	if f.workerLogs != nil {
-		f.workerLogs.mu.Lock()
-		for file, l := range f.workerLogs.files {
-			if l == nil {
-				continue
+		for _, a := range apps {
+			prefix := a.name
+			if len(f.apps) == 1 {
+				prefix = "worker"
 			}
-			for _, a := range apps {
-				prefix := a.name
-				if len(f.apps) == 1 {
-					prefix = "worker"
-				}
-				slot, ok := strings.CutPrefix(strings.TrimSuffix(file, ".log"), prefix+"-")
-				if ok && isNumber(slot) { // api-0.log, not api-v2-0.log
-					files = append(files, l)
-					break
-				}
-			}
+			files = append(files, f.workerLogs.Slots(prefix)...)
 		}
-		f.workerLogs.mu.Unlock()
 	}
 	var done []string
 	var errs []error
 	for _, l := range files {
-		if err := l.truncate(); err != nil {
-			errs = append(errs, fmt.Errorf("flush %s: %w", l.path, err))
+		if err := l.Truncate(); err != nil {
+			errs = append(errs, fmt.Errorf("flush %s: %w", l.Path(), err))
 			continue
 		}
-		done = append(done, l.path)
+		done = append(done, l.Path())
 	}
 	slices.Sort(done)
 	return done, errors.Join(errs...)
-}
-
-// truncate empties the file; opened O_APPEND, the next line goes at its new start.
-func (l *logFile) truncate() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.f.Truncate(0); err != nil {
-		return err
-	}
-	l.size = 0
-	return nil
 }
 
 // commands are the supervisor's commands, for the nearest to a mistyped one.

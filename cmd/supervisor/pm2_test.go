@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -114,7 +115,7 @@ func TestPM2Day(t *testing.T) {
 		{"ls", []string{"ls"}, rows("api 0", "api 1", "jobs 0")},
 		{"list", []string{"list", "api"}, rows("api 0", "api 1")},
 		{"jlist", []string{"jlist"}, func(out string) error {
-			var st statusReply
+			var st control.Status
 			if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Workers) != 3 || len(st.Apps) != 2 {
 				return fmt.Errorf("want JSON of 3 workers and 2 apps (%v)", err)
 			}

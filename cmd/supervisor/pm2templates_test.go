@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/proctest"
 )
 
@@ -63,7 +64,7 @@ func TestPM2TemplatesRun(t *testing.T) {
 				os.WriteFile(filepath.Join(wd, f), []byte(idle), 0o644)
 			}
 			c := startSupervisorIn(t, wd, "-config", "ecosystem.config.js")
-			var st statusReply
+			var st control.Status
 			waitUntil(t, 30*time.Second, "every app online", func() bool {
 				var err error
 				st, err = c.status()

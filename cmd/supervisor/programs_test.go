@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/proctest"
 )
 
@@ -297,7 +298,7 @@ func TestEcosystemFile(t *testing.T) {
 		done <- run(context.Background(), []string{"run", "-config", eco, "-env", "production", "-socket", c.socket, "-listen", "127.0.0.1:0"},
 			func(string) string { return "" }, io.Discard, logs)
 	}()
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 20*time.Second, "both instances online", func() bool {
 		var err error
 		st, err = c.status()

@@ -26,6 +26,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver: test databases and the checks after a crash
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/token"
@@ -212,7 +213,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 			t.Logf("supervisor logs:\n%s", logs)
 		}
 	})
-	start := func() (*exec.Cmd, statusReply) {
+	start := func() (*exec.Cmd, control.Status) {
 		t.Helper()
 		cmd := exec.Command(bins.supervisor, "run", "-config", cfg, "-socket", sock, "-listen", "127.0.0.1:0")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -220,7 +221,7 @@ func clusterKill9(t *testing.T, bins binaries) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		var st statusReply
+		var st control.Status
 		waitUntil(t, 60*time.Second, "cluster online", func() bool {
 			var err error
 			st, err = ctl.status()

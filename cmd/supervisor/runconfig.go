@@ -11,7 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/systemd"
 )
 
@@ -38,7 +40,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.StringVar(&f.instances, "instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	fs.StringVar(&f.listen, "listen", "", "HOST:PORT to serve; overrides the config")
 	fs.StringVar(&f.steer, "steering", "", "auto, hash or round-robin: which worker gets each new connection; overrides the config")
-	fs.StringVar(&f.socket, "socket", defaultSocket(getenv), "control socket path")
+	fs.StringVar(&f.socket, "socket", control.DefaultSocket(getenv), "control socket path")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logPath, "log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")
 	fs.StringVar(&f.metricsAddr, "metrics", "", "also serve Prometheus metrics at http://HOST:PORT/metrics (always on the control socket's /metrics)")
@@ -212,7 +214,7 @@ func (im *image) logSettings() error {
 	if f.logKeep < 0 || f.logKeep > 1000 {
 		return fmt.Errorf("log-keep: %d is out of range: want 0 to 1000", f.logKeep)
 	}
-	im.level, im.rot = level, rotation{MaxSize: int64(maxSize), Keep: f.logKeep}
+	im.level, im.rot = level, applog.Rotation{MaxSize: int64(maxSize), Keep: f.logKeep}
 	return nil
 }
 
@@ -222,7 +224,7 @@ func (im *image) check() error {
 	if f := im.flags.logFormat; f != "json" && f != "console" && f != "auto" {
 		return errLogFormat(f)
 	}
-	if err := checkSocketPath(im.flags.socket); err != nil {
+	if err := control.CheckSocketPath(im.flags.socket); err != nil {
 		return err
 	}
 	// What would have every worker die at start and be restarted until errored (under

@@ -6,26 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/onehost/onehost/internal/safepath"
 )
-
-// defaultSocket is $XDG_RUNTIME_DIR/onehost/supervisor.sock; without XDG_RUNTIME_DIR (sudo,
-// su, cron, CI, docker exec) it is /run/onehost/supervisor.sock for root and
-// /tmp/onehost-UID/supervisor.sock for other users: a per-user directory, so one user's
-// supervisor is not another's. The /tmp one is a name anybody could take first, which is
-// why the directory is checked before use (prepareRuntimeDir).
-func defaultSocket(getenv func(string) string) string {
-	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "onehost", "supervisor.sock")
-	}
-	if os.Geteuid() == 0 {
-		return filepath.Join("/run", "onehost", "supervisor.sock")
-	}
-	return filepath.Join(os.TempDir(), "onehost-"+strconv.Itoa(os.Geteuid()), "supervisor.sock")
-}
 
 // prepareRuntimeDir makes sure dir, where the control socket, its lock and the rendezvous
 // sockets live, is this user's alone before anything is created in it: else another user

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/ipc"
 )
 
@@ -97,14 +98,14 @@ func TestRuntimeDirRefusesPlanted(t *testing.T) {
 // TestDefaultSocket: the runtime directory by environment and user.
 func TestDefaultSocket(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	if got := defaultSocket(env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/7"})); got != "/run/user/7/onehost/supervisor.sock" {
+	if got := control.DefaultSocket(env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/7"})); got != "/run/user/7/onehost/supervisor.sock" {
 		t.Errorf("with XDG_RUNTIME_DIR: %s", got)
 	}
 	want := filepath.Join(os.TempDir(), fmt.Sprintf("onehost-%d", os.Geteuid()), "supervisor.sock")
 	if os.Geteuid() == 0 {
 		want = "/run/onehost/supervisor.sock"
 	}
-	if got := defaultSocket(env(nil)); got != want {
+	if got := control.DefaultSocket(env(nil)); got != want {
 		t.Errorf("without XDG_RUNTIME_DIR: %s, want %s", got, want)
 	}
 }

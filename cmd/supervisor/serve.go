@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/onehost/onehost/internal/agent"
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/pageserver"
 	"github.com/onehost/onehost/internal/safepath"
 	"github.com/onehost/onehost/internal/sdnotify"
@@ -109,12 +111,12 @@ type image struct {
 	agentAddr string
 	// logSettings
 	level zap.AtomicLevel
-	rot   rotation
+	rot   applog.Rotation
 	// openLog
-	lf     *logFile
+	lf     *applog.File
 	newEnc func() zapcore.Encoder
-	ring   *logRing
-	appOut *appOutput
+	ring   *applog.Ring
+	appOut *applog.Output
 	log    *zap.Logger
 	// lockRuntimeDir
 	notifyDir string
@@ -122,9 +124,9 @@ type image struct {
 	upgradeFailed string
 	notifier      *sdnotify.Notifier
 	// buildFleet
-	wl       *workerLogs
+	wl       *applog.WorkerLogs
 	fl       *fleet
-	appFiles []*logFile
+	appFiles []*applog.File
 	// listenControl, listenTCP, then the servers
 	ctl       net.Listener
 	agentLn   net.Listener
@@ -151,7 +153,7 @@ func (im *image) close() {
 func (im *image) openLog() error {
 	f := im.flags
 	if f.logPath != "" {
-		lf, err := openLogFile(f.logPath, im.rot)
+		lf, err := applog.OpenFile(f.logPath, im.rot)
 		if err != nil {
 			return err
 		}
@@ -186,9 +188,9 @@ func (im *image) openLog() error {
 	// at a time.
 	sink = zapcore.Lock(sink)
 	im.newEnc = newEnc
-	im.ring = newLogRing(2000)
-	im.appOut = newAppOutput(im.ring, sink, format == "json", im.level)
-	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, im.level), newRingCore(newEnc(), im.level, im.ring)))
+	im.ring = applog.NewRing(2000)
+	im.appOut = applog.NewOutput(im.ring, sink, format == "json", im.level)
+	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, im.level), applog.NewCore(newEnc(), im.level, im.ring)))
 	if len(im.specs) == 1 && im.specs[0].Name != "" {
 		log = log.With(zap.String("app", im.specs[0].Name))
 	}
@@ -205,11 +207,11 @@ func (im *image) openLog() error {
 // lockRuntimeDir takes the control socket's lock and makes the workers' notify directory.
 func (im *image) lockRuntimeDir() error {
 	socket := im.flags.socket
-	if err := checkSocketPath(socket); err != nil {
+	if err := control.CheckSocketPath(socket); err != nil {
 		return err
 	}
 	// The lock comes before any bind: a second supervisor must not join the port group.
-	if err := prepareRuntimeDir(filepath.Dir(socket), socket == defaultSocket(im.getenv)); err != nil {
+	if err := prepareRuntimeDir(filepath.Dir(socket), socket == control.DefaultSocket(im.getenv)); err != nil {
 		return err
 	}
 	lock, err := cluster.AcquireLock(socket + ".lock")
@@ -220,7 +222,7 @@ func (im *image) lockRuntimeDir() error {
 	// The workers' sd_notify sockets, in the runtime directory rather than /tmp; what a
 	// crash left there goes now (the lock says no other supervisor uses it).
 	notifyDir := socket + ".n"
-	if len(notifyDir)+len("/1234567890/w999-9999999") > maxSocketPath {
+	if len(notifyDir)+len("/1234567890/w999-9999999") > control.MaxSocketPath {
 		notifyDir = "" // too long for the sockets' paths: os.TempDir()
 	} else if err := os.RemoveAll(notifyDir); err != nil {
 		return fmt.Errorf("remove the previous notify directory: %w", err)
@@ -287,10 +289,10 @@ func (im *image) buildFleet(opts cluster.Options) error {
 		if err := safepath.MkdirAll(dir); err != nil {
 			return fmt.Errorf("log-dir: %w", err)
 		}
-		if err := checkLogDir(dir); err != nil {
+		if err := applog.CheckDir(dir); err != nil {
 			return err
 		}
-		wl := &workerLogs{dir: dir, rot: im.rot, log: log}
+		wl := applog.NewWorkerLogs(dir, im.rot, log)
 		im.wl = wl
 		im.onClose(func() { wl.Close() })
 	}

@@ -112,14 +112,14 @@ func (im *image) reopenLogs() {
 	}
 	for _, f := range im.appFiles {
 		if err := f.Reopen(); err != nil {
-			log.Error("USR1: reopen an app's log file", zap.String("path", f.path), zap.Error(err))
+			log.Error("USR1: reopen an app's log file", zap.String("path", f.Path()), zap.Error(err))
 		}
 	}
 	if lf != nil {
 		if err := lf.Reopen(); err != nil {
 			fmt.Fprintln(im.stderr, "supervisor: USR1:", err) // the log itself may be what failed
 		} else {
-			log.Info("USR1: log file reopened", zap.String("path", lf.path))
+			log.Info("USR1: log file reopened", zap.String("path", lf.Path()))
 		}
 	}
 	if wl != nil {

@@ -4,11 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/onehost/onehost/internal/control"
 )
 
 // unitRunDir is where systemd puts a unit's RuntimeDirectory=: the unit `startup` prints
@@ -29,7 +29,7 @@ func findSocket(flags *flag.FlagSet, socket *string, stderr io.Writer) error {
 	if _, err := os.Lstat(*socket); err == nil {
 		return nil
 	}
-	found := unitSockets(unitRunDir)
+	found := control.UnitSockets(unitRunDir)
 	switch len(found) {
 	case 0:
 		return nil // the connection's own error says no supervisor runs
@@ -41,53 +41,4 @@ func findSocket(flags *flag.FlagSet, socket *string, stderr io.Writer) error {
 	}
 	return fmt.Errorf("no supervisor at %s, and %d units' supervisors run: %s: choose one with -socket PATH",
 		*socket, len(found), strings.Join(found, ", "))
-}
-
-// unitSockets lists run/NAME/supervisor.sock that pass the rules prepareRuntimeDir applies
-// to a runtime directory named by -socket, from the caller's side: run itself is root's or
-// this user's and writable by no one else; NAME is a real directory (not a symbolic link)
-// of this user (root: of any user, as systemd makes it for the unit's User=), writable by
-// no one else; the socket is a socket (not a link) of the directory's owner, writable by
-// no one else. Anything else might be a stranger's listener waiting for our commands.
-func unitSockets(run string) []string {
-	me := uint32(os.Geteuid())
-	if st, ok := lstat(run); !ok || !st.IsDir() || (st.uid != 0 && st.uid != me) || st.Mode().Perm()&0o022 != 0 {
-		return nil
-	}
-	entries, err := os.ReadDir(run)
-	if err != nil {
-		return nil
-	}
-	var found []string
-	for _, e := range entries {
-		dir := filepath.Join(run, e.Name())
-		d, ok := lstat(dir)
-		if !ok || !d.IsDir() || d.Mode()&fs.ModeSymlink != 0 || (me != 0 && d.uid != me) || d.Mode().Perm()&0o022 != 0 {
-			continue
-		}
-		sock := filepath.Join(dir, "supervisor.sock")
-		s, ok := lstat(sock)
-		if !ok || s.Mode()&fs.ModeSocket == 0 || s.uid != d.uid || s.Mode().Perm()&0o022 != 0 {
-			continue
-		}
-		found = append(found, sock)
-	}
-	return found
-}
-
-type ownedInfo struct {
-	fs.FileInfo
-	uid uint32
-}
-
-func lstat(p string) (ownedInfo, bool) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return ownedInfo{}, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ownedInfo{}, false
-	}
-	return ownedInfo{fi, st.Uid}, true
 }

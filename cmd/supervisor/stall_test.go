@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -29,7 +30,7 @@ type supervisorProcess struct {
 	logs *syncBuffer
 }
 
-func startSupervisorProcess(t *testing.T, bin, config string, env []string, command ...string) (*supervisorProcess, statusReply) {
+func startSupervisorProcess(t *testing.T, bin, config string, env []string, command ...string) (*supervisorProcess, control.Status) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cluster.yaml")
@@ -61,7 +62,7 @@ func startSupervisorProcess(t *testing.T, bin, config string, env []string, comm
 			t.Logf("supervisor log:\n%s", sp.logs)
 		}
 	})
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 60*time.Second, "cluster online", func() bool {
 		var err error
 		st, err = sp.ctl.status()
@@ -82,7 +83,7 @@ func (sp *supervisorProcess) stall(t *testing.T, d time.Duration) {
 	}
 }
 
-func workerPIDs(st statusReply) []int {
+func workerPIDs(st control.Status) []int {
 	var pids []int
 	for _, w := range st.Workers {
 		pids = append(pids, w.PID)
@@ -128,7 +129,7 @@ func supervisorStall(t *testing.T, bins binaries) {
 	if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	var now statusReply
+	var now control.Status
 	waitUntil(t, 15*time.Second, "the stopped worker replaced", func() bool {
 		now, err = sp.ctl.status()
 		return err == nil && now.Workers[0].PID != victim && now.Workers[0].Status == "online"

@@ -17,7 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/safepath"
 )
 
@@ -151,24 +153,24 @@ func backgroundLogDir(socket string) string {
 func startBackground(ctx context.Context, runArgs []string, dir string, env []string, getenv func(string) string, stdout io.Writer) error {
 	socket, ok := flagValue(runArgs, "socket")
 	if !ok {
-		socket = defaultSocket(getenv)
+		socket = control.DefaultSocket(getenv)
 	}
-	if err := checkSocketPath(socket); err != nil {
+	if err := control.CheckSocketPath(socket); err != nil {
 		return err
 	}
-	c := controlClient(socket)
+	c := control.NewClient(socket).HTTP()
 	if st, err := statusWithin(ctx, c, socket, 2*time.Second); err == nil {
 		return fmt.Errorf("start: a supervisor runs at %s already (%d workers): `supervisor start APP` starts one of its stopped apps, `supervisor kill` stops it (or give -socket another path)",
 			socket, len(st.Workers))
 	}
-	if err := prepareRuntimeDir(filepath.Dir(socket), socket == defaultSocket(getenv)); err != nil {
+	if err := prepareRuntimeDir(filepath.Dir(socket), socket == control.DefaultSocket(getenv)); err != nil {
 		return err
 	}
 	logDir := backgroundLogDir(socket)
 	if err := safepath.MkdirAll(logDir); err != nil {
 		return fmt.Errorf("start: log directory: %w", err)
 	}
-	if err := checkLogDir(logDir); err != nil {
+	if err := applog.CheckDir(logDir); err != nil {
 		return err
 	}
 	logPath, hasLog := flagValue(runArgs, "log-file")
@@ -189,7 +191,7 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 	// What the supervisor writes before its log is open (a bad flag), or past it (a
 	// panic), goes here.
 	outPath := filepath.Join(logDir, "start.out")
-	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, logFileMode)
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, applog.FileMode)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -225,7 +227,7 @@ func startBackground(ctx context.Context, runArgs []string, dir string, env []st
 		return b.String()
 	}
 	ctl := "" // the control commands' -socket, when they would not find it by default
-	if socket != defaultSocket(getenv) {
+	if socket != control.DefaultSocket(getenv) {
 		ctl = " -socket " + socket
 	}
 	watch := startWatch{}
@@ -367,10 +369,10 @@ type crashLoop struct {
 	restarts int // the fewest of its workers', since they were last up
 }
 
-func slotKey(w cluster.WorkerStatus) string { return w.App + " " + strconv.Itoa(w.ID) }
+func slotKey(w control.Worker) string { return w.App + " " + strconv.Itoa(w.ID) }
 
 // observe records a status reply taken at now.
-func (sw startWatch) observe(st statusReply, now time.Time) {
+func (sw startWatch) observe(st control.Status, now time.Time) {
 	for _, w := range st.Workers {
 		s := sw[slotKey(w)]
 		if s == nil {
@@ -391,14 +393,14 @@ func (sw startWatch) observe(st statusReply, now time.Time) {
 }
 
 // up: the worker has been online, as one process, for startStable at now.
-func (sw startWatch) up(w cluster.WorkerStatus, now time.Time) bool {
+func (sw startWatch) up(w control.Worker, now time.Time) bool {
 	s := sw[slotKey(w)]
 	return s != nil && !s.online.IsZero() && s.pid == w.PID && now.Sub(s.online) >= startStable
 }
 
 // settled reports whether every running app has workers and each of them is up, or has
 // ended for good (appsSettled).
-func (sw startWatch) settled(st statusReply, now time.Time) bool {
+func (sw startWatch) settled(st control.Status, now time.Time) bool {
 	if !appsSettled(st) {
 		return false
 	}
@@ -411,7 +413,7 @@ func (sw startWatch) settled(st statusReply, now time.Time) bool {
 }
 
 // looping returns the first app (in status order) whose every worker is crash-looping.
-func (sw startWatch) looping(st statusReply) (crashLoop, bool) {
+func (sw startWatch) looping(st control.Status) (crashLoop, bool) {
 	var order []string
 	loops := map[string]*crashLoop{}
 	bad := map[string]bool{} // an app with a worker up, stopped, or not restarted enough
@@ -443,7 +445,7 @@ func (sw startWatch) looping(st statusReply) (crashLoop, bool) {
 // workerLog is the own log file of the loop's first worker in dir (-log-dir's, as
 // workerLogs names it: DIR/worker-ID.log for a supervisor of one app, DIR/APP-ID.log for
 // one of several), "" without a dir.
-func (l crashLoop) workerLog(dir string, st statusReply) string {
+func (l crashLoop) workerLog(dir string, st control.Status) string {
 	if dir == "" {
 		return ""
 	}
@@ -492,7 +494,7 @@ func outFileOfOne(runArgs []string) bool {
 // or has ended for good: stopped (a one-shot job under autorestart: false that finished,
 // PM2's stopped) or errored (out of restarts). Waiting on those would wait the whole
 // startOnlineTimeout for nothing.
-func appsSettled(st statusReply) bool {
+func appsSettled(st control.Status) bool {
 	if len(st.Workers) == 0 {
 		return false
 	}
@@ -507,7 +509,7 @@ func appsSettled(st statusReply) bool {
 }
 
 // erroredWorkers names the workers out of restarts ("api 1"), none when all went well.
-func erroredWorkers(st statusReply) []string {
+func erroredWorkers(st control.Status) []string {
 	var out []string
 	for _, w := range st.Workers {
 		if w.Status == cluster.StateErrored {
@@ -518,7 +520,7 @@ func erroredWorkers(st statusReply) []string {
 }
 
 // statusWithin is fetchStatus with a deadline of its own.
-func statusWithin(ctx context.Context, c *http.Client, socket string, d time.Duration) (statusReply, error) {
+func statusWithin(ctx context.Context, c *http.Client, socket string, d time.Duration) (control.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return fetchStatus(ctx, c, socket)
@@ -538,7 +540,7 @@ func tail(path string, n int) string {
 	}
 	var out []byte
 	for _, l := range lines {
-		out = append(appendPrintable(out, []byte(l)), '\n')
+		out = append(applog.AppendPrintable(out, []byte(l)), '\n')
 	}
 	return string(out)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
 	"github.com/onehost/onehost/internal/systemd"
@@ -396,7 +397,7 @@ func TestStartupREADMEUnitRuns(t *testing.T) {
 			t.Logf("supervisor log:\n%s", logs)
 		}
 	}()
-	var st statusReply
+	var st control.Status
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		out, err := exec.Command(bins.supervisor, "status", "-json", "-socket", sock).Output()
 		if err == nil && json.Unmarshal(out, &st) == nil && len(st.Workers) == 2 && everyOnline(st) {

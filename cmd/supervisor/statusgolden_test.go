@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/goldentest"
 )
 
@@ -14,29 +15,29 @@ import (
 // drained host; a program without our ipc (counters unknown); the notes below the table.
 var statusFixtures = []struct {
 	name string
-	st   statusReply
+	st   control.Status
 }{
-	{"one-app", statusReply{Addr: "127.0.0.1:3000", Steering: "bpf-rr", Agent: "127.0.0.1:9777",
-		Apps: []appStatus{{Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Workers: 2}},
-		Workers: []cluster.WorkerStatus{
+	{"one-app", control.Status{Addr: "127.0.0.1:3000", Steering: "bpf-rr", Agent: "127.0.0.1:9777",
+		Apps: []control.App{{Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Workers: 2}},
+		Workers: []control.Worker{
 			{ID: 0, PID: 4100, Status: "online", UptimeS: 4000, Restarts: 1, CPUPercent: 37.25, CPUSeconds: 12.5, RSSBytes: 41 << 20,
 				Requests: 123456, RPS: 2034.56, Connections: 12, LoopConnections: []int64{6, 6}, Health: cluster.HealthOK, Writes: "owner"},
 			{ID: 1, PID: 4101, Status: "online", UptimeS: 90, CPUPercent: 35, RSSBytes: 39 << 20, Requests: 120000, RPS: 1999, Connections: 11,
 				Health: cluster.HealthUnhealthy, HealthError: "database: disk I/O error", Writes: "follower", Note: "warming the cache"},
 		}}},
-	{"several-apps", statusReply{Addr: "127.0.0.1:3000", Steering: "hash", Drained: true,
-		Apps: []appStatus{
+	{"several-apps", control.Status{Addr: "127.0.0.1:3000", Steering: "hash", Drained: true,
+		Apps: []control.App{
 			{Name: "api", Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "hash", Workers: 1},
 			{Name: "jobs", Mode: "fork", Status: "running", Workers: 1},
 			{Name: "admin", Mode: "cluster", Status: "stopped"},
 		},
-		Workers: []cluster.WorkerStatus{
+		Workers: []control.Worker{
 			{App: "api", ID: 0, PID: 5000, Status: "online", UptimeS: 3 * 86400, Restarts: 4, CPUPercent: 1, RSSBytes: 3 << 30, Requests: 7, RPS: 0.5, Connections: 1, Adopted: true},
 			{App: "jobs", ID: 0, PID: 5001, Status: "online", UptimeS: 42, RSSBytes: 512 << 10, NoCounters: true},
 		}}},
-	{"not-serving", statusReply{Addr: "127.0.0.1:3000", Steering: "bpf-rr", UpgradeError: "the new binary exited: status 2",
-		Apps: []appStatus{{Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Workers: 2}},
-		Workers: []cluster.WorkerStatus{
+	{"not-serving", control.Status{Addr: "127.0.0.1:3000", Steering: "bpf-rr", UpgradeError: "the new binary exited: status 2",
+		Apps: []control.App{{Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Workers: 2}},
+		Workers: []control.Worker{
 			{ID: 0, Status: "waiting-restart", Restarts: 3},
 			{ID: 1, PID: 77, Status: "not-serving", UptimeS: 5, NotServing: "it listens on 8080, not on the slot's socket", NoCounters: true},
 		}}},
@@ -63,14 +64,14 @@ func TestStatusGolden(t *testing.T) {
 func TestDescribeGolden(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		d    describeReply
+		d    control.Describe
 	}{
-		{"running", describeReply{Name: "api", Mode: "cluster", Status: "running", Cwd: "/srv/app", Command: []string{"node", "app.js"},
+		{"running", control.Describe{Name: "api", Mode: "cluster", Status: "running", Cwd: "/srv/app", Command: []string{"node", "app.js"},
 			Listen: "127.0.0.1:3000", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Instances: 2, Workers: 2,
 			EnvNames: []string{"NODE_ENV", "PORT"}, Restarts: 3, UptimeS: 7200,
-			WorkerRow: []cluster.WorkerStatus{{ID: 0, PID: 10, Status: "online", UptimeS: 7200, Restarts: 1}, {ID: 1, PID: 11, Status: "online", UptimeS: 60, Restarts: 2}}}},
-		{"stopped", describeReply{Mode: "fork", Status: "stopped", Cwd: "/srv/jobs", Command: []string{"/usr/bin/python3", "jobs.py"},
-			EnvNames: []string{}, WorkerRow: []cluster.WorkerStatus{}}},
+			WorkerRow: []control.Worker{{ID: 0, PID: 10, Status: "online", UptimeS: 7200, Restarts: 1}, {ID: 1, PID: 11, Status: "online", UptimeS: 60, Restarts: 2}}}},
+		{"stopped", control.Describe{Mode: "fork", Status: "stopped", Cwd: "/srv/jobs", Command: []string{"/usr/bin/python3", "jobs.py"},
+			EnvNames: []string{}, WorkerRow: []control.Worker{}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer

@@ -20,13 +20,6 @@ import (
 var errNoFile = errors.New("update-env: this supervisor was started without a configuration file (-config), so there is no env to read again: " +
 	"put the env in a file (env: in configs/cluster.yaml, or an ecosystem file) and run the supervisor with -config FILE")
 
-// notesReply is a command's success with what the operator should know of it (reload
-// --update-env: the env's changes, and fields the file changed that a reload does not take).
-type notesReply struct {
-	OK    bool     `json:"ok"`
-	Notes []string `json:"notes"`
-}
-
 // updateEnvIf runs updateEnv for a reload or restart that asks for it (?update_env=1),
 // for the app of ?app=.
 func (f *fleet) updateEnvIf(r *http.Request) ([]string, error) {

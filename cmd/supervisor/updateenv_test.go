@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/control"
 )
 
 // servedEnv asks the app at addr for the variable name on fresh connections until every
@@ -55,7 +57,7 @@ func TestUpdateEnv(t *testing.T) {
 	}
 	write("one", 3000, 0)
 	c, _ := runEcosystem(t, eco, "-env", "production")
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 30*time.Second, "workers online", func() bool {
 		var err error
 		st, err = c.status()
@@ -165,7 +167,7 @@ func TestUpdateEnvWhileRead(t *testing.T) {
 	}
 	write(0)
 	c, _ := runEcosystem(t, eco, "-agent", "127.0.0.1:0")
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 30*time.Second, "workers online", func() bool {
 		var err error
 		st, err = c.status()

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onehost/onehost/internal/applog"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -170,7 +171,7 @@ func runFor(d time.Duration, bin string, args ...string) ([]byte, error) {
 
 // exec re-executes the supervisor as bin; it returns only if the exec failed. held is
 // the apps the new image must not start (heldApps).
-func (u *upgrader) exec(bin string, lf *logFile, held string) error {
+func (u *upgrader) exec(bin string, lf *applog.File, held string) error {
 	u.log.Info("upgrading in place: re-executing; the workers serve on and rejoin the new binary",
 		zap.String("binary", bin), zap.Int("pid", os.Getpid()))
 	u.log.Sync()

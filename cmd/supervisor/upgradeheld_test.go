@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -30,7 +31,7 @@ func upgradeKeepsHeldApps(t *testing.T, bins binaries) {
 	sock := filepath.Join(dir, "s.sock")
 	ctl := &runningCluster{socket: sock}
 	startSupervisorArgs(t, bins.supervisor, "-config", eco, "-socket", sock)
-	var st statusReply
+	var st control.Status
 	waitUntil(t, 60*time.Second, "both apps online", func() bool {
 		var err error
 		st, err = ctl.status()
