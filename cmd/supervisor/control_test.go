@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/onehost/onehost/internal/procstat"
 )
 
 // workerCalls are the requests a worker makes on the control socket in
@@ -127,119 +124,5 @@ func TestWorkerRefusedControl(t *testing.T) {
 	// The operator (here the test process, which is also the supervisor) is not refused.
 	if out, err := c.cmd("reload"); err != nil {
 		t.Errorf("reload from outside the workers: %v (%s)", err, out)
-	}
-}
-
-// TestWorkerLineage: how a peer's pid is traced to a worker, through a table of processes
-// (pid: parent, process group).
-func TestWorkerLineage(t *testing.T) {
-	const self = 100
-	procs := map[int]procstat.Lineage{
-		100: {PPID: 1, PGID: 100},   // the supervisor
-		200: {PPID: 100, PGID: 200}, // a worker (its own group)
-		201: {PPID: 200, PGID: 200}, // its child
-		202: {PPID: 201, PGID: 202}, // a grandchild in a session of its own
-		203: {PPID: 1, PGID: 200},   // a daemon of the worker's, reparented to init
-		300: {PPID: 1, PGID: 300},   // an adopted worker (a previous supervisor's)
-		301: {PPID: 300, PGID: 301}, // its child, in a group of its own
-		400: {PPID: 1, PGID: 400},   // the operator's shell
-		401: {PPID: 400, PGID: 401}, // supervisor reload
-		500: {PPID: 100, PGID: 100}, // a check the supervisor runs (upgrade's -h)
-	}
-	read := func(pid int) (procstat.Lineage, error) {
-		l, ok := procs[pid]
-		if !ok {
-			return l, errors.New("no such process")
-		}
-		return l, nil
-	}
-	workers := map[int]bool{200: true, 300: true}
-	tests := []struct {
-		name    string
-		pid     int
-		want    int
-		wantErr bool
-	}{
-		{"the supervisor itself", 100, 0, false},
-		{"a worker", 200, 200, false},
-		{"a worker's child", 201, 200, false},
-		{"a worker's grandchild after setsid", 202, 200, false},
-		{"a worker's daemon reparented to init", 203, 200, false},
-		{"an adopted worker", 300, 300, false},
-		{"an adopted worker's child", 301, 300, false},
-		{"the operator's command", 401, 0, false},
-		{"a child of the supervisor", 500, self, false},
-		{"outside the pid namespace", 0, 0, false},
-		{"gone", 999, 0, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := workerLineage(tc.pid, self, workers, read)
-			if got != tc.want || (err != nil) != tc.wantErr {
-				t.Errorf("workerLineage(%d) = %d, %v; want %d, error %v", tc.pid, got, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-}
-
-// TestUpgradeBinaryChecks: an upgrade executes this supervisor's own binary, or one that
-// -upgrade-binary names, and only a file nobody but its owner (this user or root) can
-// write, in a directory likewise; symbolic links are resolved once. A binary that passes
-// every check of the path goes on to the next check, which fails here since the test is
-// not `supervisor run`.
-func TestUpgradeBinaryChecks(t *testing.T) {
-	dir := t.TempDir()
-	script := []byte("#!/bin/sh\necho 'usage: supervisor run'\n")
-	mk := func(name string, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, script, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	os.Chmod(dir, 0o755)
-	own := mk("supervisor", 0o755)
-	other := mk("supervisor-2", 0o755)
-	groupWritable := mk("supervisor-gw", 0o775)
-	notExec := mk("supervisor-nx", 0o644)
-	open := filepath.Join(dir, "open")
-	os.Mkdir(open, 0o777)
-	os.Chmod(open, 0o777)
-	inOpen := filepath.Join(open, "supervisor")
-	os.WriteFile(inOpen, script, 0o755)
-	link := filepath.Join(dir, "current")
-	os.Symlink(own, link)
-	linkToGW := filepath.Join(dir, "current-gw")
-	os.Symlink(groupWritable, linkToGW)
-
-	const passed = "not started as `supervisor run ...`"
-	tests := []struct {
-		name    string
-		allowed []string
-		bin     string
-		want    string
-	}{
-		{"its own path", nil, own, passed},
-		{"a link to its own path", nil, link, passed},
-		{"another path", nil, other, "start it with -upgrade-binary " + other},
-		{"another path named by -upgrade-binary", []string{other}, other, passed},
-		{"a group-writable file", []string{groupWritable}, groupWritable, "is writable by its group or by others (mode -rwxrwxr-x)"},
-		{"a link allowed, to a group-writable file", []string{linkToGW}, linkToGW, groupWritable + " is writable by its group"},
-		{"a file in an open directory", []string{inOpen}, inOpen, open + " is writable by its group or by others"},
-		{"not executable", []string{notExec}, notExec, "is not an executable file"},
-		{"relative", nil, "supervisor", "want an absolute path"},
-		{"missing", []string{filepath.Join(dir, "nope")}, filepath.Join(dir, "nope"), "nope: no such file or directory"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			u := &upgrader{fl: &fleet{}, defaultBinary: own, allowed: tc.allowed}
-			_, err := u.check(tc.bin)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("check(%s) = %v, want an error with %q", tc.bin, err, tc.want)
-			}
-		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // fakeStore is a datagram socket standing in for systemd's NOTIFY_SOCKET that keeps what
@@ -139,7 +140,7 @@ func TestSystemdFDStore(t *testing.T) {
 	// The next supervisor, as systemd starts it: the sockets from fd 3, LISTEN_PID its pid
 	// (through the supervisor's own shim).
 	b := &runningCluster{socket: filepath.Join(dir, "b.sock")}
-	cmd := exec.Command(os.Args[0], listenPIDShim, "--", os.Args[0], "run", "-config", cfg, "-socket", b.socket, "-listen", "127.0.0.1:0", "--", os.Args[0])
+	cmd := exec.Command(os.Args[0], systemd.ListenPIDShim, "--", os.Args[0], "run", "-config", cfg, "-socket", b.socket, "-listen", "127.0.0.1:0", "--", os.Args[0])
 	cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "LISTEN_FDS=2", "LISTEN_FDNAMES=slot-0:slot-1", "GORACE=atexit_sleep_ms=0")
 	cmd.ExtraFiles = []*os.File{s0, s1}
 	blog := &syncBuffer{}

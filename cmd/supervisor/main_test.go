@@ -22,6 +22,7 @@ import (
 
 	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/systemd"
 
 	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
@@ -30,8 +31,8 @@ import (
 const roleEnv = "SUPERVISOR_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == listenPIDShim { // the supervisor starts workers through itself
-		err := execWithListenPID(os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == systemd.ListenPIDShim { // the supervisor starts workers through itself
+		err := systemd.ExecWithListenPID(os.Args[2:])
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -427,28 +428,6 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("control socket left behind: %v", err)
-	}
-}
-
-func TestTableFormats(t *testing.T) {
-	tests := []struct {
-		name      string
-		got, want string
-	}{
-		{"seconds", uptime(42), "42s"},
-		{"minutes", uptime(300), "5m"},
-		{"hours", uptime(3 * 3600), "3h"},
-		{"days", uptime(2 * 86400), "2D"},
-		{"kb", mem(512 << 10), "512.0kb"},
-		{"mb", mem(41 << 20), "41.0mb"},
-		{"gb", mem(3 << 30), "3.0gb"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.got != tt.want {
-				t.Errorf("got %q, want %q", tt.got, tt.want)
-			}
-		})
 	}
 }
 

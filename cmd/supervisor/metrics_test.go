@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,14 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"go.uber.org/zap"
-
-	"github.com/onehost/onehost/internal/cluster"
 )
 
 // scrape GETs url through c and parses the exposition.
@@ -114,84 +110,19 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsLint: the names, types and help texts pass Prometheus's linter.
+// TestMetricsLint: the names, types and help texts of what a running supervisor exports
+// pass Prometheus's linter.
 func TestMetricsLint(t *testing.T) {
-	ready := true
-	sup, err := cluster.New(cluster.Config{Instances: 1, Listen: "127.0.0.1:0", Command: []string{os.Args[0]}, WaitReady: &ready},
-		cluster.Options{Environ: []string{roleEnv + "=worker", "GORACE=atexit_sleep_ms=0"}})
+	c := startRun(t, fmt.Sprintf("instances: 1\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "--", os.Args[0])
+	body, err := controlCall(context.Background(), c.socket, "GET", "/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Kill()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := sup.WaitOnline(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fl := &fleet{apps: []*app{{name: "api", sup: sup}}}
-	problems, err := testutil.CollectAndLint(newMetrics(fl, zap.NewNop()))
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
-}
-
-// TestGrafanaDashboard: the shipped dashboard is valid JSON and asks only for series the
-// supervisor exports.
-func TestGrafanaDashboard(t *testing.T) {
-	b, err := os.ReadFile("../../configs/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("configs/grafana-dashboard.json: %v", err)
-	}
-	known := map[string]bool{}
-	for _, name := range []string{"worker_up", "worker_restarts_total", "worker_cpu_seconds_total", "worker_resident_memory_bytes",
-		"worker_requests_total", "worker_open_connections", "worker_healthy", "worker_write_owner", "reloads_total",
-		"reloads_aborted_total", "scale_events_total", "steering_info", "host_cpu_seconds_total",
-		"host_network_receive_bytes_total", "host_network_transmit_bytes_total"} {
-		known["onehost_"+name] = true
-	}
-	// Every name used must be one newMetrics describes.
-	descs := make(chan *prometheus.Desc, 64)
-	newMetrics(nil, zap.NewNop()).Describe(descs)
-	close(descs)
-	described := map[string]bool{}
-	for d := range descs {
-		if m := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String()); m != nil {
-			described[m[1]] = true
-		}
-	}
-	for name := range known {
-		if !described[name] {
-			t.Errorf("test list names %s, which the supervisor does not export", name)
-		}
-	}
-	series := regexp.MustCompile(`onehost_[a-z_]+`)
-	n := 0
-	for _, p := range d.Panels {
-		for _, tg := range p.Targets {
-			for _, name := range series.FindAllString(tg.Expr, -1) {
-				n++
-				if !described[name] {
-					t.Errorf("panel %q asks for %s, which the supervisor does not export", p.Title, name)
-				}
-			}
-		}
-	}
-	if n == 0 {
-		t.Error("the dashboard asks for no onehost series")
 	}
 }

@@ -80,7 +80,7 @@ func TestResurrectRefusesPlantedDump(t *testing.T) {
 			dir := filepath.Join(base, "onehost")
 			socket := filepath.Join(dir, "supervisor.sock")
 			marker := filepath.Join(t.TempDir(), "ran")
-			c.plant(t, dir, defaultDumpPath(socket), socket, marker)
+			c.plant(t, dir, strings.TrimSuffix(socket, ".sock")+".dump.json", socket, marker) // where save writes it
 			var out bytes.Buffer
 			err := run(context.Background(), []string{"resurrect", "-socket", socket}, func(string) string { return "" }, &out, &out)
 			if err == nil || !strings.Contains(err.Error(), "resurrect: refused") || !strings.Contains(err.Error(), c.want) {

@@ -5,10 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
@@ -177,124 +173,6 @@ func TestStartupUnitFields(t *testing.T) {
 	if err := run(context.Background(), []string{"startup", "-config", "configs/cluster.yaml", "-env", "production"}, os.Getenv, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "applies to a PM2 ecosystem file") {
 		t.Errorf("startup -env of our YAML = %v, want a refusal", err)
-	}
-}
-
-// TestDefaultUnitName: named after the app, the file, or (PM2's ecosystem.config.js, the
-// same in every project) the project's directory.
-func TestDefaultUnitName(t *testing.T) {
-	for _, tc := range []struct {
-		name, cfg string
-		apps      []string
-		want      string
-	}{
-		{"our yaml", "/srv/shop/configs/cluster.yaml", []string{""}, "cluster"},
-		{"one app", "/srv/shop/ecosystem.config.js", []string{"api"}, "api"},
-		{"several apps", "/srv/shop/ecosystem.config.js", []string{"api", "jobs"}, "shop"},
-		{"several apps, odd directory", "/srv/my shop!/ecosystem.json", []string{"api", "jobs"}, "my-shop-"},
-		{"named file", "/srv/shop/apps.json", []string{"api", "jobs"}, "apps"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var specs []cluster.App
-			for _, n := range tc.apps {
-				specs = append(specs, cluster.App{Name: n})
-			}
-			if got := defaultUnitName(tc.cfg, specs); got != tc.want {
-				t.Errorf("defaultUnitName(%s, %v) = %q, want %q", tc.cfg, tc.apps, got, tc.want)
-			}
-		})
-	}
-}
-
-// TestFindSocket: without -socket, and with no supervisor at the default socket, the
-// commands use the one unit's socket (/run/NAME/supervisor.sock) they may trust, say so,
-// and refuse to guess between several; a symlinked, shared or foreign one is not trusted.
-func TestFindSocket(t *testing.T) {
-	runDir := t.TempDir()
-	defer func(d string) { unitRunDir = d }(unitRunDir)
-	unitRunDir = runDir
-	listen := func(name string) string {
-		os.Mkdir(filepath.Join(runDir, name), 0o700)
-		p := filepath.Join(runDir, name, "supervisor.sock")
-		ln, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		os.Chmod(p, 0o600)
-		return p
-	}
-	// Not to be trusted: a directory others may write, a symbolic link, a file.
-	shared := listen("shared")
-	os.Chmod(filepath.Dir(shared), 0o777)
-	os.Symlink(filepath.Join(runDir, "shared"), filepath.Join(runDir, "link"))
-	os.Mkdir(filepath.Join(runDir, "file"), 0o700)
-	os.WriteFile(filepath.Join(runDir, "file", "supervisor.sock"), nil, 0o600)
-	find := func(args ...string) (string, string, error) {
-		fs := flag.NewFlagSet("x", flag.ContinueOnError)
-		sock := fs.String("socket", filepath.Join(t.TempDir(), "onehost", "supervisor.sock"), "")
-		fs.Parse(args)
-		var stderr bytes.Buffer
-		err := findSocket(fs, sock, &stderr)
-		return *sock, stderr.String(), err
-	}
-	if got, _, err := find(); err != nil || !strings.HasPrefix(got, os.TempDir()) || strings.HasPrefix(got, runDir) {
-		t.Errorf("no unit: %s, %v; want the default", got, err)
-	}
-	one := listen("shop")
-	got, said, err := find()
-	if err != nil || got != one || !strings.Contains(said, "using "+one+", the control socket of the unit shop") {
-		t.Errorf("one unit: %s, %q, %v; want %s, said", got, said, err, one)
-	}
-	if got, said, err := find("-socket", "/elsewhere.sock"); err != nil || got != "/elsewhere.sock" || said != "" {
-		t.Errorf("-socket given: %s, %q, %v; want it kept", got, said, err)
-	}
-	two := listen("api")
-	if _, _, err := find(); err == nil || !strings.Contains(err.Error(), "2 units' supervisors run: "+two+", "+one) ||
-		!strings.Contains(err.Error(), "choose one with -socket") {
-		t.Errorf("two units: %v; want both listed", err)
-	}
-	os.RemoveAll(filepath.Dir(two))
-
-	// The whole way: `status` without -socket reaches a real supervisor in runDir/shop.
-	os.RemoveAll(filepath.Dir(one))
-	sock := filepath.Join(runDir, "shop", "supervisor.sock")
-	cfg := filepath.Join(t.TempDir(), "cluster.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nwait_ready: true\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv)), 0o600)
-	done := make(chan error, 1)
-	logs := &syncBuffer{}
-	go func() {
-		done <- run(context.Background(), []string{"run", "-config", cfg, "-socket", sock, "-listen", "127.0.0.1:0", "--", os.Args[0]},
-			func(string) string { return "" }, io.Discard, logs)
-	}()
-	xdg := t.TempDir() // the default socket: XDG_RUNTIME_DIR/onehost/supervisor.sock, not there
-	getenv := func(k string) string {
-		if k == "XDG_RUNTIME_DIR" {
-			return xdg
-		}
-		return ""
-	}
-	defer func() {
-		run(context.Background(), []string{"kill", "-socket", sock}, getenv, io.Discard, io.Discard)
-		if err := <-done; err != nil {
-			t.Errorf("run: %v\n%s", err, logs)
-		}
-	}()
-	var out, errOut bytes.Buffer
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		out.Reset()
-		errOut.Reset()
-		err := run(context.Background(), []string{"status"}, getenv, &out, &errOut)
-		if err == nil && strings.Contains(out.String(), "online") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status without -socket: %v\n%s%s\n%s", err, &out, &errOut, logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(errOut.String(), "using "+sock) {
-		t.Errorf("status did not say which socket it used: %q", &errOut)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onehost/onehost/internal/sdnotify"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // Reload replaces every worker, one slot at a time: a new worker on the slot's socket,
@@ -31,7 +31,7 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 	defer s.ops.Unlock()
 	// A stop already announced (it may wait for ops too) refuses the reload, so that
 	// systemd hears no RELOADING=1 after STOPPING=1.
-	ids, ok := s.slotsUnlessStopping(func() { s.notify(sdnotify.Reloading()) })
+	ids, ok := s.slotsUnlessStopping(func() { s.notify(systemd.Reloading()) })
 	if !ok {
 		return ErrStopped
 	}
@@ -156,7 +156,7 @@ func (s *Supervisor) notifyReloaded(aborted string) {
 			st = s.summary()
 		}
 		s.lastStatus = st
-		s.notify("READY=1\n" + sdnotify.Status(st))
+		s.notify("READY=1\n" + systemd.Status(st))
 	})
 }
 

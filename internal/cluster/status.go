@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onehost/onehost/internal/sdnotify"
+	"github.com/onehost/onehost/internal/systemd"
 )
 
 // notify passes a systemd notification to Options.Notify.
@@ -60,7 +60,7 @@ func (s *Supervisor) notifyReady() {
 	}
 	s.readySent = true
 	s.lastStatus = s.summary()
-	s.notify("READY=1\n" + sdnotify.Status(s.lastStatus))
+	s.notify("READY=1\n" + systemd.Status(s.lastStatus))
 }
 
 // notifyStatus sends STATUS= when the summary changed (loop only).
@@ -70,7 +70,7 @@ func (s *Supervisor) notifyStatus() {
 	}
 	if st := s.summary(); st != s.lastStatus {
 		s.lastStatus = st
-		s.notify(sdnotify.Status(st))
+		s.notify(systemd.Status(st))
 	}
 }
 

@@ -123,8 +123,8 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, v 
 	return nil
 }
 
-// appQuery is ?app=NAME, or nothing for "".
-func appQuery(app string) url.Values {
+// AppQuery is ?app=NAME, or nothing for "".
+func AppQuery(app string) url.Values {
 	q := url.Values{}
 	if app != "" {
 		q.Set("app", app)
@@ -135,7 +135,7 @@ func appQuery(app string) url.Values {
 // Status is GET /status: every app ("" or "all") or the one named.
 func (c *Client) Status(ctx context.Context, app string) (Status, error) {
 	var st Status
-	err := c.call(ctx, "GET", PathStatus, appQuery(app), &st)
+	err := c.call(ctx, "GET", PathStatus, AppQuery(app), &st)
 	return st, err
 }
 
@@ -149,7 +149,7 @@ func (c *Client) StatusWithin(ctx context.Context, d time.Duration) (Status, err
 // Describe is GET /describe: one app's details.
 func (c *Client) Describe(ctx context.Context, app string) (Describe, error) {
 	var d Describe
-	err := c.call(ctx, "GET", PathDescribe, appQuery(app), &d)
+	err := c.call(ctx, "GET", PathDescribe, AppQuery(app), &d)
 	return d, err
 }
 
@@ -165,7 +165,7 @@ func (c *Client) Restart(ctx context.Context, app string, updateEnv bool) ([]str
 }
 
 func (c *Client) roll(ctx context.Context, path, app string, updateEnv bool) ([]string, error) {
-	q := appQuery(app)
+	q := AppQuery(app)
 	if updateEnv {
 		q.Set("update_env", "1")
 	}
@@ -176,7 +176,7 @@ func (c *Client) roll(ctx context.Context, path, app string, updateEnv bool) ([]
 
 // Scale sets the app's workers to n: N, +N or -N.
 func (c *Client) Scale(ctx context.Context, app, n string) error {
-	q := appQuery(app)
+	q := AppQuery(app)
 	q.Set("n", n)
 	return c.call(ctx, "POST", PathScale, q, nil)
 }
@@ -184,7 +184,7 @@ func (c *Client) Scale(ctx context.Context, app, n string) error {
 // Stop stops the app named ("all": every app), the supervisor running on; it returns once
 // they stopped.
 func (c *Client) Stop(ctx context.Context, app string) error {
-	return c.call(ctx, "POST", PathStop, appQuery(app), nil)
+	return c.call(ctx, "POST", PathStop, AppQuery(app), nil)
 }
 
 // StopSupervisor asks the whole supervisor to stop (it answers at once and stops on its
@@ -204,19 +204,19 @@ func (c *Client) StopSupervisor(ctx context.Context) (pid int, err error) {
 
 // Start starts a stopped app again (every stopped app for "" or "all").
 func (c *Client) Start(ctx context.Context, app string) error {
-	return c.call(ctx, "POST", PathStart, appQuery(app), nil)
+	return c.call(ctx, "POST", PathStart, AppQuery(app), nil)
 }
 
 // Delete stops the app and removes it from every list.
 func (c *Client) Delete(ctx context.Context, app string) error {
-	return c.call(ctx, "POST", PathDelete, appQuery(app), nil)
+	return c.call(ctx, "POST", PathDelete, AppQuery(app), nil)
 }
 
 // Flush empties the app's log files (every app's and the supervisor's for ""), and
 // returns their paths.
 func (c *Client) Flush(ctx context.Context, app string) ([]string, error) {
 	var f Flushed
-	err := c.call(ctx, "POST", PathFlush, appQuery(app), &f)
+	err := c.call(ctx, "POST", PathFlush, AppQuery(app), &f)
 	return f.Files, err
 }
 

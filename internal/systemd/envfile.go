@@ -1,7 +1,9 @@
-// Package systemd reads and writes what systemd reads: the environment files of
-// EnvironmentFile= (envfile.go), read exactly as systemd reads them, so that what a
-// program judges from such a file (`supervisor run -check -env-file`) is what the unit
-// will get.
+// Package systemd speaks to systemd and reads and writes what it reads: a service's
+// notifications (notify.go: READY=1, STATUS=, the watchdog, the file descriptor store), the
+// sockets it passes (fdstore.go: LISTEN_FDS, and LISTEN_PID set for a child by a
+// re-executed shim, listenpid.go), the environment files of EnvironmentFile= (envfile.go,
+// read exactly as systemd reads them, so that what `supervisor run -check -env-file`
+// judges is what the unit gets), and the unit `supervisor startup` prints (unit.go).
 package systemd
 
 import (

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/onehost/onehost/internal/detach"
+)
+
+// Start is `supervisor start`: FILE|SCRIPT [run's flags] [-- ARGS] starts a supervisor in
+// the background, as `pm2 start` does, and returns once its apps are online
+// (internal/detach); APP starts a stopped app of the running supervisor (`pm2 start
+// NAME`).
+func Start(ctx context.Context, env Env, args []string) error {
+	if len(args) > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[0]) {
+		fmt.Fprintln(env.Stdout, startUsage)
+		return nil
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		// No file named: the one here, as `pm2 start` finds ecosystem.config.js.
+		i := slices.IndexFunc(defaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
+		if i < 0 {
+			fmt.Fprintln(env.Stderr, startUsage)
+			return fmt.Errorf("start: no FILE given and none of %s here: name the file, the script, or a stopped APP", strings.Join(defaultStartFiles, ", "))
+		}
+		args = append([]string{defaultStartFiles[i]}, args...)
+	}
+	target, rest := args[0], args[1:]
+	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
+		runArgs, err := startArgs(target, rest)
+		if err != nil {
+			return err
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("start: find this program: %w", err)
+		}
+		return detach.Start(ctx, detach.Request{RunArgs: runArgs, Binary: exe, Getenv: env.Getenv, Stdout: env.Stdout})
+	}
+	if strings.ContainsAny(target, "/.") {
+		return fmt.Errorf("start: %q: no such file (and not an app's name)", target)
+	}
+	return startApp(ctx, env, args)
+}
+
+// startApp is `supervisor start APP`: a stopped app of the running supervisor again.
+func startApp(ctx context.Context, env Env, args []string) error {
+	fs := flags(env, "start")
+	socket := socketFlag(fs, env)
+	pos, c, err := parseClient(fs, socket, env, "start", args)
+	if err != nil {
+		return err
+	}
+	app, err := oneApp("start", pos)
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx, app); err != nil {
+		return prefixed("start", err)
+	}
+	fmt.Fprintln(env.Stdout, "started")
+	return printStatus(ctx, c, env)
+}
+
+// defaultStartFiles are what `start` without a file looks for, in order: PM2's names,
+// then run's default configuration.
+var defaultStartFiles = []string{"ecosystem.config.js", "ecosystem.config.cjs", "ecosystem.config.json", "ecosystem.json",
+	"ecosystem.config.yaml", "ecosystem.yaml", defaultConfig}
+
+const startUsage = `usage:
+  supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
+                                                 default: ./ecosystem.config.js, ..., configs/cluster.yaml)
+  supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself;
+                                                 -i N is -instances N, as pm2's)
+  supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
+The background supervisor is 'supervisor run' detached from the terminal (its own session,
+stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
+the control socket's path without .sock and with -logs (supervisor kill stops it).
+It runs 'supervisor run -check' with the same flags first (what that refuses, start refuses,
+starting nothing), then waits until every worker is online, or an app's workers all exit at
+start (3 restarts each, none online: it says so, and the supervisor runs on).`
+
+// isEcosystemName reports whether a .js file is PM2's ecosystem file rather than an app's
+// script, by PM2's own rule: its name says ecosystem or .config.
+func isEcosystemName(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(base, "ecosystem") || strings.Contains(base, ".config.")
+}
+
+// startArgs are the `run` arguments for `start FILE|SCRIPT REST`.
+func startArgs(target string, rest []string) ([]string, error) {
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	flags, extra := rest, []string(nil)
+	if i := slices.Index(rest, "--"); i >= 0 {
+		flags, extra = rest[:i], rest[i+1:]
+	}
+	out := slices.Clone(flags)
+	for i, f := range out {
+		if f == "-i" || f == "--instances" { // pm2 start app.js -i max
+			out[i] = "-instances"
+		}
+	}
+	ext := filepath.Ext(abs)
+	switch {
+	case (ext == ".js" || ext == ".cjs" || ext == ".mjs") && !isEcosystemName(abs):
+		out = append(out, "--", "node", abs)
+	case ext == ".js" || ext == ".cjs" || ext == ".mjs" || ext == ".json" || ext == ".yaml" || ext == ".yml":
+		if len(extra) > 0 {
+			return nil, fmt.Errorf("start: arguments after -- go to a script, and %s is a configuration", target)
+		}
+		return append(out, "-config", abs), nil
+	case ext == ".py":
+		out = append(out, "--", "python3", abs)
+	default:
+		fi, err := os.Stat(abs)
+		if err != nil || fi.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("start: %s is neither a configuration (.yaml, .json, ecosystem.config.js), a .js or .py script, nor executable (chmod +x %s)", target, target)
+		}
+		out = append(out, "--", abs)
+	}
+	return append(out, extra...), nil
+}
