@@ -4,7 +4,8 @@
 //
 //   - RenderHAProxy fills haproxy.cfg (round robin or least connections; health from the
 //     worker's GET /health and from each host's agent; retries of replayable requests;
-//     server states kept across reloads), CheckHAProxy runs `haproxy -c` on the result,
+//     server states kept across reloads; workers as haproxy:haproxy in a chroot, the
+//     admin socket root's), CheckHAProxy runs `haproxy -c` on the result,
 //     and StartHAProxy runs it for tests and benchmarks: reload, the runtime API on the
 //     stats socket (show stat, set server state), stop.
 //   - RenderNft fills balancer.nft with the live hosts, CheckNft runs `nft -c`, and Checker

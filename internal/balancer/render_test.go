@@ -57,9 +57,11 @@ func TestRenderHAProxy(t *testing.T) {
 			Listen: "10.233.0.2:80", Balance: "leastconn", AgentPort: 3001, Threads: 2,
 			CheckInter: 500 * time.Millisecond, AgentInter: 250 * time.Millisecond, Retries: 5,
 			BufSize: 32768, MaxConn: 1000, HealthPath: "/health",
-			StatsSocket: "/tmp/x/admin.sock", StateFile: "/tmp/x/state",
+			StatsSocket: "/tmp/x/admin.sock", StateFile: "/tmp/x/state", StatsGroup: "adm",
 			Servers: []Server{{Name: "a", Addr: "10.233.0.6:3000"}, {Name: "b", Addr: "10.233.0.10:3000", AgentAddr: "10.233.0.1", AgentPort: 4000}},
 		}},
+		// What StartHAProxy renders for a non-root user; the product's default is above.
+		{"keep-privileges", HAProxyParams{Servers: twoHosts, KeepPrivileges: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := RenderHAProxy(tmpl, tc.p)
@@ -90,6 +92,12 @@ func TestRenderHAProxyErrors(t *testing.T) {
 		{"name", `Servers[1].Name "a b"`, HAProxyParams{Servers: []Server{{Addr: "a:1"}, {Name: "a b", Addr: "b:1"}}}},
 		{"twice", `Servers[1].Name "h0" is used twice`, HAProxyParams{Servers: []Server{{Addr: "a:1"}, {Name: "h0", Addr: "b:1"}}}},
 		{"relative socket", `StatsSocket "admin.sock"`, HAProxyParams{Servers: twoHosts, StatsSocket: "admin.sock"}},
+		{"space in path", `StateFile "/var/lib/x y"`, HAProxyParams{Servers: twoHosts, StateFile: "/var/lib/x y"}},
+		{"newline in chroot", `Chroot "/var/empty\nuser root"`, HAProxyParams{Servers: twoHosts, Chroot: "/var/empty\nuser root"}},
+		{"relative chroot", `Chroot "empty"`, HAProxyParams{Servers: twoHosts, Chroot: "empty"}},
+		{"user", `User "root\n"`, HAProxyParams{Servers: twoHosts, User: "root\n"}},
+		{"group", `Group "a b"`, HAProxyParams{Servers: twoHosts, Group: "a b"}},
+		{"stats group", `StatsGroup "adm mode 666"`, HAProxyParams{Servers: twoHosts, StatsGroup: "adm mode 666"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RenderHAProxy(tmpl, tc.p)
