@@ -15,7 +15,13 @@
 //     It also ends a drain or maintenance set through HAProxy's runtime API, so a host
 //     with an agent is drained through its agent.
 //
-// Answers never wait on the cluster: State reads snapshots.
+// Answers never wait on the cluster (State reads snapshots) nor on the asker: the line is
+// written the moment a connection is accepted and the connection closed at once, in the
+// accept loop itself, so no number of connections held open by someone else can take a
+// slot from HAProxy's next check. Failures (accept, write) are logged at most once per
+// Config.LogEvery, with the count since the last line.
+//
+// This file holds the answer (State, Answer, Weight) and the server.
 package agent
 
 import (
@@ -24,6 +30,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,34 +61,38 @@ func Answer(st State) string {
 
 // Weight is online×100÷desired, clamped to 1..100: a host that serves at all keeps some
 // traffic (HAProxy's 0% would drain it), and a scale-down in progress (more online than
-// wanted) is not more than whole.
+// wanted) is not more than whole. An agent's weight is never more than 100 %: the ceiling
+// HAProxy and the nftables checker put on what they read (256 %) is for agents not ours.
 func Weight(online, desired int) int {
 	if desired <= 0 {
 		return 1
+	}
+	if online >= desired { // also spares online×100 an overflow
+		return 100
 	}
 	return min(max(online*100/desired, 1), 100)
 }
 
 // Config configures a Server. The zero value (plus State) works.
 type Config struct {
-	// State returns the host's state for an answer; it must not block. Required.
+	// State returns the host's state for an answer; it must not block: it is called in
+	// the accept loop. Required.
 	State func() State
 	// Logger receives the agent's problems. Default: none.
 	Logger *zap.Logger
-	// Timeout bounds one check's connection: the write of the answer, and the wait for
-	// HAProxy to close after reading it. Default 2 s.
+	// Timeout bounds the write of one answer. Default 1 s. A freshly accepted connection's
+	// send buffer takes the line at once, so the bound is never reached in practice.
 	Timeout time.Duration
-	// MaxConns bounds the checks answered at once; more are closed unanswered (HAProxy
-	// retries at its next agent-inter). Default 64.
-	MaxConns int
+	// LogEvery is the least time between two log lines about failed accepts or answers;
+	// each line counts the failures since the one before. Default 10 s.
+	LogEvery time.Duration
 }
 
 // Server answers agent checks on a listener until Close.
 type Server struct {
 	cfg  Config
 	ln   net.Listener
-	sem  chan struct{}
-	wg   sync.WaitGroup // the accept loop and the connections
+	done chan struct{} // closed when the accept loop has returned
 	once sync.Once
 }
 
@@ -103,13 +114,12 @@ func Serve(ln net.Listener, cfg Config) *Server {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Second
+		cfg.Timeout = time.Second
 	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 64
+	if cfg.LogEvery <= 0 {
+		cfg.LogEvery = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, ln: ln, sem: make(chan struct{}, cfg.MaxConns)}
-	s.wg.Add(1)
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{})}
 	go s.accept()
 	return s
 }
@@ -117,63 +127,86 @@ func Serve(ln net.Listener, cfg Config) *Server {
 // Addr is the address answered (the real port when asked for 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops answering and waits for the checks in progress (at most Timeout).
+// Close stops answering and waits for the accept loop, which holds no connection open.
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() { err = s.ln.Close() })
-	s.wg.Wait()
+	<-s.done
 	return err
 }
 
+// accept answers each connection as it comes; it owns every connection it accepts, and
+// has closed it before it accepts the next.
 func (s *Server) accept() {
-	defer s.wg.Done()
-	var lastErr time.Time
+	defer close(s.done)
+	acceptErrs := throttle{every: s.cfg.LogEvery}
+	answerErrs := throttle{every: s.cfg.LogEvery}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of descriptors and the like: log now and then, keep going.
-			if time.Since(lastErr) > time.Second {
-				lastErr = time.Now()
-				s.cfg.Logger.Warn("agent: accept", zap.Error(err))
+			// Out of descriptors and the like: keep going, and say so now and then.
+			if n, ok := acceptErrs.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: accept failed", zap.Int("failures", n), zap.Error(err))
 			}
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			c.Close() // too many at once: a flood, not HAProxy
-			continue
+		if err := s.answer(c); err != nil {
+			if n, ok := answerErrs.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: answer failed", zap.Int("failures", n),
+					zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			}
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.sem }()
-			s.answer(c)
-		}()
 	}
 }
 
-// answer writes the line and closes. The state is read when the connection comes, so
-// the answer is as fresh as HAProxy's check. What HAProxy sent (agent-send) is read and
-// ignored after the answer, until it closes: closing with unread input would reset the
-// connection, and a reset can destroy the answer before HAProxy reads it.
-func (s *Server) answer(c net.Conn) {
+// answer writes the line and closes. The state is read when the connection comes, so the
+// answer is as fresh as HAProxy's check. What the asker already sent (HAProxy's agent-send,
+// which the template does not set) is read and dropped first: closing with unread input
+// would reset the connection, and a reset can reach the asker before it read the line.
+// Nothing waits for the asker: it reads one line and the end of the stream.
+func (s *Server) answer(c net.Conn) error {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(s.cfg.Timeout))
+	c.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
 	if _, err := c.Write([]byte(Answer(s.cfg.State()))); err != nil {
-		return
+		return fmt.Errorf("write answer: %w", err)
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite()
-	}
-	var buf [512]byte
-	for {
-		if _, err := c.Read(buf[:]); err != nil {
-			return
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			var buf [512]byte
+			rc.Read(func(fd uintptr) bool {
+				// The socket is non-blocking: this reads what is there and returns. An
+				// asker that sends more than an agent-send line gets the reset.
+				for range 8 {
+					if n, err := syscall.Read(int(fd), buf[:]); n <= 0 || err != nil {
+						break
+					}
+				}
+				return true
+			})
 		}
 	}
+	return nil
+}
+
+// throttle lets one event in per every and counts those it held back. Not safe for
+// concurrent use (the accept loop owns its throttles).
+type throttle struct {
+	every time.Duration
+	last  time.Time
+	held  int
+}
+
+// note records an event at now and says whether to report it, with the number of events
+// the report stands for (this one and those held back since the last report).
+func (t *throttle) note(now time.Time) (n int, report bool) {
+	t.held++
+	if !t.last.IsZero() && now.Sub(t.last) < t.every {
+		return 0, false
+	}
+	n, t.held, t.last = t.held, 0, now
+	return n, true
 }

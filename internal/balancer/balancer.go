@@ -13,7 +13,8 @@
 //     the data path stays the kernel's.
 //
 // Both read the same agent protocol (ParseAgentReply): the one line HAProxy's agent-check
-// reads from a TCP port, such as "up 50%", "ready", "drain" or "down".
+// reads from a TCP port, such as "up 50%", "ready", "drain" or "down", its weight capped
+// at MaxAgentWeight as HAProxy caps it.
 //
 // Like internal/frontproxy it exists so that tests and benchmarks can run the real
 // balancers on private files; a production balancer uses the distribution's layout and unit.
