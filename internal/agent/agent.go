@@ -15,11 +15,15 @@
 //     It also ends a drain or maintenance set through HAProxy's runtime API, so a host
 //     with an agent is drained through its agent.
 //
-// Answers never wait on the cluster (State reads snapshots) nor on the asker: the line is
-// written the moment a connection is accepted and the connection closed at once, in the
-// accept loop itself, so no number of connections held open by someone else can take a
-// slot from HAProxy's next check. Failures (accept, write) are logged at most once per
-// Config.LogEvery, with the count since the last line.
+// Answers never wait on the cluster (State reads snapshots) nor on the asker: the line and
+// the end of the stream (FIN) are written the moment a connection is accepted, in the
+// accept loop itself, so no number of connections held open by someone else can delay or
+// take the place of HAProxy's next check. After that the connection lingers up to
+// Config.Linger for the asker's close, reading and dropping what it sends (HAProxy's
+// agent-send): a socket closed with input unread would answer it with a reset, which can
+// cost the asker the line. At most Config.MaxLingering linger at once; past that a
+// connection is closed at once, after reading what already arrived. Failures (accept,
+// write) are logged at most once per Config.LogEvery, with the count since the last line.
 //
 // This file holds the answer (State, Answer, Weight) and the server.
 package agent
@@ -83,6 +87,11 @@ type Config struct {
 	// Timeout bounds the write of one answer. Default 1 s. A freshly accepted connection's
 	// send buffer takes the line at once, so the bound is never reached in practice.
 	Timeout time.Duration
+	// Linger is how long an answered connection waits for the asker's close. Default 1 s.
+	Linger time.Duration
+	// MaxLingering bounds the answered connections that wait for their asker's close at
+	// once; past it they are closed at once. Default 64.
+	MaxLingering int
 	// LogEvery is the least time between two log lines about failed accepts or answers;
 	// each line counts the failures since the one before. Default 10 s.
 	LogEvery time.Duration
@@ -90,10 +99,12 @@ type Config struct {
 
 // Server answers agent checks on a listener until Close.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	done chan struct{} // closed when the accept loop has returned
-	once sync.Once
+	cfg     Config
+	ln      net.Listener
+	done    chan struct{} // closed when the accept loop has returned
+	linger  chan struct{} // a slot per lingering connection
+	lingers sync.WaitGroup
+	once    sync.Once
 }
 
 // Listen binds addr (HOST:PORT; port 0 picks one) and starts answering.
@@ -119,7 +130,13 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{})}
+	if cfg.Linger <= 0 {
+		cfg.Linger = time.Second
+	}
+	if cfg.MaxLingering <= 0 {
+		cfg.MaxLingering = 64
+	}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), linger: make(chan struct{}, cfg.MaxLingering)}
 	go s.accept()
 	return s
 }
@@ -127,16 +144,18 @@ func Serve(ln net.Listener, cfg Config) *Server {
 // Addr is the address answered (the real port when asked for 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops answering and waits for the accept loop, which holds no connection open.
+// Close stops answering and waits for the accept loop and the lingering connections (at
+// most Linger).
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() { err = s.ln.Close() })
 	<-s.done
+	s.lingers.Wait()
 	return err
 }
 
-// accept answers each connection as it comes; it owns every connection it accepts, and
-// has closed it before it accepts the next.
+// accept answers each connection as it comes, and hands it to a lingering goroutine or
+// closes it before it accepts the next.
 func (s *Server) accept() {
 	defer close(s.done)
 	acceptErrs := throttle{every: s.cfg.LogEvery}
@@ -163,33 +182,62 @@ func (s *Server) accept() {
 	}
 }
 
-// answer writes the line and closes. The state is read when the connection comes, so the
-// answer is as fresh as HAProxy's check. What the asker already sent (HAProxy's agent-send,
-// which the template does not set) is read and dropped first: closing with unread input
-// would reset the connection, and a reset can reach the asker before it read the line.
-// Nothing waits for the asker: it reads one line and the end of the stream.
+// answer writes the line and the end of the stream, then leaves the connection to linger
+// for the asker's close, or closes it. The state is read when the connection comes, so
+// the answer is as fresh as HAProxy's check.
 func (s *Server) answer(c net.Conn) error {
-	defer c.Close()
 	c.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
 	if _, err := c.Write([]byte(Answer(s.cfg.State()))); err != nil {
+		c.Close()
 		return fmt.Errorf("write answer: %w", err)
 	}
-	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			var buf [512]byte
-			rc.Read(func(fd uintptr) bool {
-				// The socket is non-blocking: this reads what is there and returns. An
-				// asker that sends more than an agent-send line gets the reset.
-				for range 8 {
-					if n, err := syscall.Read(int(fd), buf[:]); n <= 0 || err != nil {
-						break
-					}
-				}
-				return true
-			})
-		}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite() // the asker reads the line and EOF now, whatever comes next
 	}
+	select {
+	case s.linger <- struct{}{}:
+	default:
+		dropReceived(c) // no slot: what already arrived is read, so the close sends a FIN
+		c.Close()
+		return nil
+	}
+	s.lingers.Add(1)
+	go func() {
+		defer s.lingers.Done()
+		defer func() { <-s.linger }()
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(s.cfg.Linger))
+		var buf [512]byte
+		for {
+			if _, err := c.Read(buf[:]); err != nil {
+				return
+			}
+		}
+	}()
 	return nil
+}
+
+// dropReceived reads and drops what c has received so far, without waiting.
+func dropReceived(c net.Conn) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	var buf [512]byte
+	rc.Read(func(fd uintptr) bool {
+		// The socket is non-blocking: this reads what is there and returns. An asker that
+		// sent more than an agent-send line gets the reset.
+		for range 8 {
+			if n, err := syscall.Read(int(fd), buf[:]); n <= 0 || err != nil {
+				break
+			}
+		}
+		return true
+	})
 }
 
 // throttle lets one event in per every and counts those it held back. Not safe for

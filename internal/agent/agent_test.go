@@ -97,8 +97,9 @@ func TestServer(t *testing.T) {
 }
 
 // TestServerUnderIdleConnections: 200 connections an attacker opens and holds, reading
-// nothing and closing nothing, take no slot from the next check: it is answered within
-// 1 s, and each of the attacker's connections got its line and the end of the stream.
+// nothing and closing nothing, delay no check: the next is answered within 1 s, and each
+// of the attacker's connections got its line and the end of the stream (64 linger for
+// their close, the rest are closed at once).
 // Before, the agent held each connection up to 2 s waiting for the asker to close, 64 at
 // once, and closed the others unanswered: two silent rounds took the host out of the
 // nftables balancer.
@@ -141,7 +142,7 @@ func TestServerUnderIdleConnections(t *testing.T) {
 	}
 }
 
-// TestServerAnswersAtOnce: the agent closes its end right after the line, whether the
+// TestServerAnswersAtOnce: the agent ends its stream right after the line, whether the
 // asker sent nothing, an agent-send line, or keeps sending; it never waits for the
 // asker's close (HAProxy reads one line).
 func TestServerAnswersAtOnce(t *testing.T) {
