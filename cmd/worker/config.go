@@ -32,6 +32,7 @@ type serveConfig struct {
 	mutexProfile string // written at exit, as go test -mutexprofile
 	trace        string // execution trace of the whole run, as go test -trace
 	loops        int    // event loops of the loop transport; 0: GOMAXPROCS
+	maxConns     int    // http1.Server.MaxConns; 0: the descriptor limit less a reserve
 	transport    string // http1.Server.Transport
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
 	inherited bool
@@ -54,6 +55,7 @@ type serveConfig struct {
 type serveFlags struct {
 	host, port                            *string
 	window, commitMax, ownerProcs, loops  *string
+	maxConns                              *string
 	writeTimeout, mmap, ckpt              *string
 	compress, compressRoutes, compressMin *string
 }
@@ -114,6 +116,8 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	fs.StringVar(&c.trace, "trace", "", "write an execution trace of the whole run to this file, as go test -trace does (go tool trace reads it: where the scheduler left a core idle)")
 	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "record contended mutexes and write the profile to this file at exit, as go test -mutexprofile does")
 	raw.loops = fs.String("loops", envOr(getenv, "LOOPS", "0"), "event loops of the loop transport; 0 is one per GOMAXPROCS (env LOOPS)")
+	raw.maxConns = fs.String("max-conns", envOr(getenv, "MAX_CONNS", "0"),
+		"the most connections open at once; past it a new one is closed at once, unserved, and counted; 0: the descriptor limit less "+strconv.Itoa(http1.DescriptorReserve)+" (env MAX_CONNS)")
 	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
 		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
 	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
@@ -192,6 +196,11 @@ func (c *serveConfig) parseStore(raw serveFlags) error {
 		return fmt.Errorf("LOOPS (-loops) %q: want a number of event loops from 0 (one per GOMAXPROCS) to 1024", *raw.loops)
 	} else {
 		c.loops = n
+	}
+	if n, err := strconv.Atoi(*raw.maxConns); err != nil || n < 0 || n > 1<<24 {
+		return fmt.Errorf("MAX_CONNS (-max-conns) %q: want a number of connections from 1 to %d, or 0 for the descriptor limit less %d", *raw.maxConns, 1<<24, http1.DescriptorReserve)
+	} else {
+		c.maxConns = n
 	}
 	if n, err := strconv.ParseInt(*raw.mmap, 10, 64); err != nil || n < 0 {
 		return fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *raw.mmap)

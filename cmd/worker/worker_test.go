@@ -75,6 +75,7 @@ func TestRefusesBadConfig(t *testing.T) {
 		{"coding level", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS=gzip:11"}, "gzip level \"11\": want 1 to 9"},
 		{"compress static", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS=gzip", "COMPRESS_ROUTES=static"}, "static is always served precompressed"},
 		{"unknown compressed route", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS_ROUTES=api"}, "unknown route \"api\""},
+		{"bad MAX_CONNS", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "MAX_CONNS=-5"}, "MAX_CONNS (-max-conns) \"-5\": want a number of connections"},
 		{"bad LOOPS", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "LOOPS=-1"}, "LOOPS (-loops) \"-1\": want a number of event loops"},
 		{"bad compress min", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "COMPRESS_MIN=1k"}, "COMPRESS_MIN (-compress-min)"},
 		{"bad ALLOW_CHALLENGE_SECRET", []string{"SQLITE_PATH=" + notDB, "JWT_SECRET=x", "ALLOW_CHALLENGE_SECRET=yes please"}, "ALLOW_CHALLENGE_SECRET"},
