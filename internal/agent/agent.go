@@ -23,7 +23,8 @@
 // agent-send): a socket closed with input unread would answer it with a reset, which can
 // cost the asker the line. At most Config.MaxLingering linger at once; past that a
 // connection is closed at once, after reading what already arrived. Failures (accept,
-// write) are logged at most once per Config.LogEvery, with the count since the last line.
+// write) and connections closed at once for want of a slot (someone holds many open) are
+// logged at most once per Config.LogEvery each, with the count since the last line.
 //
 // This file holds the answer (State, Answer, Weight) and the server.
 package agent
@@ -160,6 +161,7 @@ func (s *Server) accept() {
 	defer close(s.done)
 	acceptErrs := throttle{every: s.cfg.LogEvery}
 	answerErrs := throttle{every: s.cfg.LogEvery}
+	crowded := throttle{every: s.cfg.LogEvery}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -173,23 +175,30 @@ func (s *Server) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		if err := s.answer(c); err != nil {
+		lingers, err := s.answer(c)
+		if err != nil {
 			if n, ok := answerErrs.note(time.Now()); ok {
 				s.cfg.Logger.Warn("agent: answer failed", zap.Int("failures", n),
 					zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			}
+		} else if !lingers {
+			// More askers at once than HAProxy makes: someone else holds connections open.
+			if n, ok := crowded.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: more connections held open than max_lingering: answered ones closed without waiting for the asker's close",
+					zap.Int("closed_at_once", n), zap.Int("max_lingering", s.cfg.MaxLingering), zap.Stringer("remote", c.RemoteAddr()))
 			}
 		}
 	}
 }
 
 // answer writes the line and the end of the stream, then leaves the connection to linger
-// for the asker's close, or closes it. The state is read when the connection comes, so
-// the answer is as fresh as HAProxy's check.
-func (s *Server) answer(c net.Conn) error {
+// for the asker's close (lingers true), or closes it. The state is read when the
+// connection comes, so the answer is as fresh as HAProxy's check.
+func (s *Server) answer(c net.Conn) (lingers bool, err error) {
 	c.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
 	if _, err := c.Write([]byte(Answer(s.cfg.State()))); err != nil {
 		c.Close()
-		return fmt.Errorf("write answer: %w", err)
+		return false, fmt.Errorf("write answer: %w", err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.CloseWrite() // the asker reads the line and EOF now, whatever comes next
@@ -199,7 +208,7 @@ func (s *Server) answer(c net.Conn) error {
 	default:
 		dropReceived(c) // no slot: what already arrived is read, so the close sends a FIN
 		c.Close()
-		return nil
+		return false, nil
 	}
 	s.lingers.Add(1)
 	go func() {
@@ -214,7 +223,7 @@ func (s *Server) answer(c net.Conn) error {
 			}
 		}
 	}()
-	return nil
+	return true, nil
 }
 
 // dropReceived reads and drops what c has received so far, without waiting.

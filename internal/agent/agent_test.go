@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestAnswer(t *testing.T) {
@@ -104,7 +107,8 @@ func TestServer(t *testing.T) {
 // once, and closed the others unanswered: two silent rounds took the host out of the
 // nftables balancer.
 func TestServerUnderIdleConnections(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", Config{State: func() State { return State{Online: 1, Desired: 1} }})
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := Listen("127.0.0.1:0", Config{State: func() State { return State{Online: 1, Desired: 1} }, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +143,10 @@ func TestServerUnderIdleConnections(t *testing.T) {
 		if b, err := io.ReadAll(c); err != nil || string(b) != "up ready 100%\n" {
 			t.Fatalf("idle connection %d: %q, %v; want its line and EOF", i, b, err)
 		}
+	}
+	// The crowd is logged, once for the lot (once per LogEvery, 10 s).
+	if got := logs.FilterMessageSnippet("more connections held open").Len(); got != 1 {
+		t.Errorf("%d log lines about the crowd, want 1: %v", got, logs.All())
 	}
 }
 
