@@ -139,13 +139,27 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	raw.ckpt = fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	raw.compress = fs.String("compress", envOr(getenv, "COMPRESS", "off"),
-		fmt.Sprintf("content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: gzip[:1-%d],zstd[:1-%d],br[:1-%d] (higher levels cost more than %d× an uncompressed request's CPU), e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed, at the best levels) (env COMPRESS)",
-			contentcoding.MaxDynamicLevel(contentcoding.Gzip), contentcoding.MaxDynamicLevel(contentcoding.Zstd), contentcoding.MaxDynamicLevel(contentcoding.Br), contentcoding.MaxCostFactor))
+		"content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: "+codingLevels()+
+			" (higher levels cost more than "+strconv.Itoa(contentcoding.MaxCostFactor)+"× an uncompressed request's CPU), e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed, at the best levels) (env COMPRESS)")
 	raw.compressRoutes = fs.String("compress-routes", envOr(getenv, "COMPRESS_ROUTES", "heavy,products"),
 		"which routes -compress encodes: heavy (PATCH /api/resource/:id), products (/api/products, /products), feed (the challenge's API), hello (env COMPRESS_ROUTES)")
 	raw.compressMin = fs.String("compress-min", envOr(getenv, "COMPRESS_MIN", strconv.Itoa(contentcoding.DefaultMinSize)),
 		"answers shorter than this many bytes go uncompressed (env COMPRESS_MIN)")
 	return raw
+}
+
+// codingLevels is -compress's codings with the levels it accepts: "gzip[:1-6],…,br[:1]".
+func codingLevels() string {
+	var parts []string
+	for _, k := range []contentcoding.Coding{contentcoding.Gzip, contentcoding.Zstd, contentcoding.Br} {
+		lo, _ := contentcoding.EncoderLevels(k)
+		levels := strconv.Itoa(lo)
+		if hi := contentcoding.MaxDynamicLevel(k); hi > lo {
+			levels += "-" + strconv.Itoa(hi)
+		}
+		parts = append(parts, k.String()+"[:"+levels+"]")
+	}
+	return strings.Join(parts, ",")
 }
 
 // checkModes checks the flags that choose between named modes.
