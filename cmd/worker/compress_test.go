@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/onehost/onehost/internal/contentcoding"
@@ -27,15 +28,26 @@ func TestCompressedRoutes(t *testing.T) {
 	on := startWorker(t, "SQLITE_PATH="+db, "COMPRESS=zstd,br,gzip", "COMPRESS_ROUTES=heavy,products")
 	off := startWorker(t, "SQLITE_PATH="+seedtest.Path(t))
 	heavyReq := func(addr string, accept string) ([]byte, string, string, int) {
-		resp, body := workloadReq(t, addr, "PATCH", "/api/resource/123", "application/json", `{"foo1":"bar"}`, "Accept-Encoding", accept)
+		var header []string
+		for _, line := range strings.Split(accept, "\n") { // one Accept-Encoding field line each
+			header = append(header, "Accept-Encoding", line)
+		}
+		resp, body := workloadReq(t, addr, "PATCH", "/api/resource/123", "application/json", `{"foo1":"bar"}`, header...)
+		if resp.StatusCode == 406 && resp.Status != "406 Not Acceptable" {
+			t.Errorf("status line says %q, want 406 Not Acceptable", resp.Status)
+		}
 		return body, resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"), resp.StatusCode
 	}
 	tests := []struct {
 		name     string
-		accept   string
+		accept   string // field lines, split at \n
 		encoding string
 		status   int
 	}{
+		// RFC 9110 5.3: two lines are one list, "identity;q=0, br"; the first alone
+		// refuses everything offered.
+		{"two Accept-Encoding lines", "identity;q=0\nbr", "br", 200},
+		{"two lines, the client's q across them", "gzip;q=0.5\nzstd;q=0.1, br;q=0", "gzip", 200},
 		{"gzip, as Go's client asks", "gzip", "gzip", 200},
 		{"zstd", "zstd", "zstd", 200},
 		{"br", "br", "br", 200},

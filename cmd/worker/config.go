@@ -32,6 +32,7 @@ type serveConfig struct {
 	mutexProfile string // written at exit, as go test -mutexprofile
 	trace        string // execution trace of the whole run, as go test -trace
 	loops        int    // event loops of the loop transport; 0: GOMAXPROCS
+	maxConns     int    // http1.Server.MaxConns; 0: the descriptor limit less a reserve
 	transport    string // http1.Server.Transport
 	// inherited: serve fd 3 (LISTEN_FDS) instead of binding addr.
 	inherited bool
@@ -54,6 +55,7 @@ type serveConfig struct {
 type serveFlags struct {
 	host, port                            *string
 	window, commitMax, ownerProcs, loops  *string
+	maxConns                              *string
 	writeTimeout, mmap, ckpt              *string
 	compress, compressRoutes, compressMin *string
 }
@@ -114,6 +116,8 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	fs.StringVar(&c.trace, "trace", "", "write an execution trace of the whole run to this file, as go test -trace does (go tool trace reads it: where the scheduler left a core idle)")
 	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "record contended mutexes and write the profile to this file at exit, as go test -mutexprofile does")
 	raw.loops = fs.String("loops", envOr(getenv, "LOOPS", "0"), "event loops of the loop transport; 0 is one per GOMAXPROCS (env LOOPS)")
+	raw.maxConns = fs.String("max-conns", envOr(getenv, "MAX_CONNS", "0"),
+		"the most connections open at once; past it a new one is closed at once, unserved, and counted; 0: the descriptor limit less "+strconv.Itoa(http1.DescriptorReserve)+" (env MAX_CONNS)")
 	fs.StringVar(&c.transport, "transport", envOr(getenv, "TRANSPORT", http1.TransportLoop),
 		"how connections are served: loop (an epoll event loop; idle connections cost no goroutine and no buffer) or goroutine (one each, on Go's netpoller) (env TRANSPORT)")
 	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
@@ -135,12 +139,27 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	raw.ckpt = fs.String("checkpoint-interval", envOr(getenv, "CHECKPOINT_INTERVAL", "250ms"),
 		"how often the WAL is checkpointed (env CHECKPOINT_INTERVAL)")
 	raw.compress = fs.String("compress", envOr(getenv, "COMPRESS", "off"),
-		"content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: gzip[:1-9],zstd[:1-4],br[:1-11], e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed) (env COMPRESS)")
+		"content codings for the -compress-routes' answers, in the server's order of preference, each with an optional level: "+codingLevels()+
+			" (higher levels cost more than "+strconv.Itoa(contentcoding.MaxCostFactor)+"× an uncompressed request's CPU), e.g. zstd,gzip:6; off: none (the default; the static page is always served precompressed, at the best levels) (env COMPRESS)")
 	raw.compressRoutes = fs.String("compress-routes", envOr(getenv, "COMPRESS_ROUTES", "heavy,products"),
 		"which routes -compress encodes: heavy (PATCH /api/resource/:id), products (/api/products, /products), feed (the challenge's API), hello (env COMPRESS_ROUTES)")
 	raw.compressMin = fs.String("compress-min", envOr(getenv, "COMPRESS_MIN", strconv.Itoa(contentcoding.DefaultMinSize)),
 		"answers shorter than this many bytes go uncompressed (env COMPRESS_MIN)")
 	return raw
+}
+
+// codingLevels is -compress's codings with the levels it accepts: "gzip[:1-6],…,br[:1]".
+func codingLevels() string {
+	var parts []string
+	for _, k := range []contentcoding.Coding{contentcoding.Gzip, contentcoding.Zstd, contentcoding.Br} {
+		lo, _ := contentcoding.EncoderLevels(k)
+		levels := strconv.Itoa(lo)
+		if hi := contentcoding.MaxDynamicLevel(k); hi > lo {
+			levels += "-" + strconv.Itoa(hi)
+		}
+		parts = append(parts, k.String()+"[:"+levels+"]")
+	}
+	return strings.Join(parts, ",")
 }
 
 // checkModes checks the flags that choose between named modes.
@@ -192,6 +211,11 @@ func (c *serveConfig) parseStore(raw serveFlags) error {
 		return fmt.Errorf("LOOPS (-loops) %q: want a number of event loops from 0 (one per GOMAXPROCS) to 1024", *raw.loops)
 	} else {
 		c.loops = n
+	}
+	if n, err := strconv.Atoi(*raw.maxConns); err != nil || n < 0 || n > 1<<24 {
+		return fmt.Errorf("MAX_CONNS (-max-conns) %q: want a number of connections from 1 to %d, or 0 for the descriptor limit less %d", *raw.maxConns, 1<<24, http1.DescriptorReserve)
+	} else {
+		c.maxConns = n
 	}
 	if n, err := strconv.ParseInt(*raw.mmap, 10, 64); err != nil || n < 0 {
 		return fmt.Errorf("SQLITE_MMAP_SIZE (-mmap-size) %q: want a number of bytes >= 0 (0: no mmap)", *raw.mmap)

@@ -60,7 +60,8 @@ func (rt *router) compress(w *http1.Response, r *http1.Request) {
 	if w.Status != 0 && w.Status != 200 {
 		return // errors are small; a 304 has no body
 	}
-	k, ok := rt.comp.Choose(r.Header("Accept-Encoding"), len(w.Body))
+	var ae [256]byte // the join of an Accept-Encoding sent on several lines; on the stack
+	k, ok := rt.comp.Choose(r.HeaderList(ae[:0], "Accept-Encoding"), len(w.Body))
 	if !ok {
 		w.Error(406, "not acceptable: Accept-Encoding refuses identity and every coding offered")
 		return

@@ -76,6 +76,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		IdleGrace: cfg.idleGrace,
 		Transport: cfg.transport,
 		Loops:     cfg.loops,
+		MaxConns:  cfg.maxConns,
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -342,7 +343,7 @@ func drain(cfg serveConfig, srv *http1.Server, store *feed.Store, log *zap.Logge
 	}
 	ds := store.Stats()
 	log.Info("stopped", zap.Duration("drain", time.Since(start)), zap.Uint64("requests", st.Requests),
-		zap.Any("db", ds))
+		zap.Uint64("connections_refused", st.Refused), zap.Any("db", ds))
 }
 
 // rejoin waits at the rendezvous socket for a new supervisor (ipc.Rejoin), passing it the

@@ -32,7 +32,7 @@ func workloadReq(t *testing.T, addr, method, target, ctype, body string, header 
 		req.Header.Set("Content-Type", ctype)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1]) // a name given twice: two field lines
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -15,7 +15,18 @@
 //     It also ends a drain or maintenance set through HAProxy's runtime API, so a host
 //     with an agent is drained through its agent.
 //
-// Answers never wait on the cluster: State reads snapshots.
+// Answers never wait on the cluster (State reads snapshots) nor on the asker: the line and
+// the end of the stream (FIN) are written the moment a connection is accepted, in the
+// accept loop itself, so no number of connections held open by someone else can delay or
+// take the place of HAProxy's next check. After that the connection lingers up to
+// Config.Linger for the asker's close, reading and dropping what it sends (HAProxy's
+// agent-send): a socket closed with input unread would answer it with a reset, which can
+// cost the asker the line. At most Config.MaxLingering linger at once; past that a
+// connection is closed at once, after reading what already arrived. Failures (accept,
+// write) and connections closed at once for want of a slot (someone holds many open) are
+// logged at most once per Config.LogEvery each, with the count since the last line.
+//
+// This file holds the answer (State, Answer, Weight) and the server.
 package agent
 
 import (
@@ -24,6 +35,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,35 +66,46 @@ func Answer(st State) string {
 
 // Weight is online×100÷desired, clamped to 1..100: a host that serves at all keeps some
 // traffic (HAProxy's 0% would drain it), and a scale-down in progress (more online than
-// wanted) is not more than whole.
+// wanted) is not more than whole. An agent's weight is never more than 100 %: the ceiling
+// HAProxy and the nftables checker put on what they read (256 %) is for agents not ours.
 func Weight(online, desired int) int {
 	if desired <= 0 {
 		return 1
+	}
+	if online >= desired { // also spares online×100 an overflow
+		return 100
 	}
 	return min(max(online*100/desired, 1), 100)
 }
 
 // Config configures a Server. The zero value (plus State) works.
 type Config struct {
-	// State returns the host's state for an answer; it must not block. Required.
+	// State returns the host's state for an answer; it must not block: it is called in
+	// the accept loop. Required.
 	State func() State
 	// Logger receives the agent's problems. Default: none.
 	Logger *zap.Logger
-	// Timeout bounds one check's connection: the write of the answer, and the wait for
-	// HAProxy to close after reading it. Default 2 s.
+	// Timeout bounds the write of one answer. Default 1 s. A freshly accepted connection's
+	// send buffer takes the line at once, so the bound is never reached in practice.
 	Timeout time.Duration
-	// MaxConns bounds the checks answered at once; more are closed unanswered (HAProxy
-	// retries at its next agent-inter). Default 64.
-	MaxConns int
+	// Linger is how long an answered connection waits for the asker's close. Default 1 s.
+	Linger time.Duration
+	// MaxLingering bounds the answered connections that wait for their asker's close at
+	// once; past it they are closed at once. Default 64.
+	MaxLingering int
+	// LogEvery is the least time between two log lines about failed accepts or answers;
+	// each line counts the failures since the one before. Default 10 s.
+	LogEvery time.Duration
 }
 
 // Server answers agent checks on a listener until Close.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	sem  chan struct{}
-	wg   sync.WaitGroup // the accept loop and the connections
-	once sync.Once
+	cfg     Config
+	ln      net.Listener
+	done    chan struct{} // closed when the accept loop has returned
+	linger  chan struct{} // a slot per lingering connection
+	lingers sync.WaitGroup
+	once    sync.Once
 }
 
 // Listen binds addr (HOST:PORT; port 0 picks one) and starts answering.
@@ -103,13 +126,18 @@ func Serve(ln net.Listener, cfg Config) *Server {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Second
+		cfg.Timeout = time.Second
 	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 64
+	if cfg.LogEvery <= 0 {
+		cfg.LogEvery = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, ln: ln, sem: make(chan struct{}, cfg.MaxConns)}
-	s.wg.Add(1)
+	if cfg.Linger <= 0 {
+		cfg.Linger = time.Second
+	}
+	if cfg.MaxLingering <= 0 {
+		cfg.MaxLingering = 64
+	}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), linger: make(chan struct{}, cfg.MaxLingering)}
 	go s.accept()
 	return s
 }
@@ -117,63 +145,125 @@ func Serve(ln net.Listener, cfg Config) *Server {
 // Addr is the address answered (the real port when asked for 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops answering and waits for the checks in progress (at most Timeout).
+// Close stops answering and waits for the accept loop and the lingering connections (at
+// most Linger).
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() { err = s.ln.Close() })
-	s.wg.Wait()
+	<-s.done
+	s.lingers.Wait()
 	return err
 }
 
+// accept answers each connection as it comes, and hands it to a lingering goroutine or
+// closes it before it accepts the next.
 func (s *Server) accept() {
-	defer s.wg.Done()
-	var lastErr time.Time
+	defer close(s.done)
+	acceptErrs := throttle{every: s.cfg.LogEvery}
+	answerErrs := throttle{every: s.cfg.LogEvery}
+	crowded := throttle{every: s.cfg.LogEvery}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of descriptors and the like: log now and then, keep going.
-			if time.Since(lastErr) > time.Second {
-				lastErr = time.Now()
-				s.cfg.Logger.Warn("agent: accept", zap.Error(err))
+			// Out of descriptors and the like: keep going, and say so now and then.
+			if n, ok := acceptErrs.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: accept failed", zap.Int("failures", n), zap.Error(err))
 			}
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			c.Close() // too many at once: a flood, not HAProxy
-			continue
+		lingers, err := s.answer(c)
+		if err != nil {
+			if n, ok := answerErrs.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: answer failed", zap.Int("failures", n),
+					zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			}
+		} else if !lingers {
+			// More askers at once than HAProxy makes: someone else holds connections open.
+			if n, ok := crowded.note(time.Now()); ok {
+				s.cfg.Logger.Warn("agent: more connections held open than max_lingering: answered ones closed without waiting for the asker's close",
+					zap.Int("closed_at_once", n), zap.Int("max_lingering", s.cfg.MaxLingering), zap.Stringer("remote", c.RemoteAddr()))
+			}
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.sem }()
-			s.answer(c)
-		}()
 	}
 }
 
-// answer writes the line and closes. The state is read when the connection comes, so
-// the answer is as fresh as HAProxy's check. What HAProxy sent (agent-send) is read and
-// ignored after the answer, until it closes: closing with unread input would reset the
-// connection, and a reset can destroy the answer before HAProxy reads it.
-func (s *Server) answer(c net.Conn) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(s.cfg.Timeout))
+// answer writes the line and the end of the stream, then leaves the connection to linger
+// for the asker's close (lingers true), or closes it. The state is read when the
+// connection comes, so the answer is as fresh as HAProxy's check.
+func (s *Server) answer(c net.Conn) (lingers bool, err error) {
+	c.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
 	if _, err := c.Write([]byte(Answer(s.cfg.State()))); err != nil {
-		return
+		c.Close()
+		return false, fmt.Errorf("write answer: %w", err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite()
+		tc.CloseWrite() // the asker reads the line and EOF now, whatever comes next
+	}
+	select {
+	case s.linger <- struct{}{}:
+	default:
+		dropReceived(c) // no slot: what already arrived is read, so the close sends a FIN
+		c.Close()
+		return false, nil
+	}
+	s.lingers.Add(1)
+	go func() {
+		defer s.lingers.Done()
+		defer func() { <-s.linger }()
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(s.cfg.Linger))
+		var buf [512]byte
+		for {
+			if _, err := c.Read(buf[:]); err != nil {
+				return
+			}
+		}
+	}()
+	return true, nil
+}
+
+// dropReceived reads and drops what c has received so far, without waiting.
+func dropReceived(c net.Conn) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
 	}
 	var buf [512]byte
-	for {
-		if _, err := c.Read(buf[:]); err != nil {
-			return
+	rc.Read(func(fd uintptr) bool {
+		// The socket is non-blocking: this reads what is there and returns. An asker that
+		// sent more than an agent-send line gets the reset.
+		for range 8 {
+			if n, err := syscall.Read(int(fd), buf[:]); n <= 0 || err != nil {
+				break
+			}
 		}
+		return true
+	})
+}
+
+// throttle lets one event in per every and counts those it held back. Not safe for
+// concurrent use (the accept loop owns its throttles).
+type throttle struct {
+	every time.Duration
+	last  time.Time
+	held  int
+}
+
+// note records an event at now and says whether to report it, with the number of events
+// the report stands for (this one and those held back since the last report).
+func (t *throttle) note(now time.Time) (n int, report bool) {
+	t.held++
+	if !t.last.IsZero() && now.Sub(t.last) < t.every {
+		return 0, false
 	}
+	n, t.held, t.last = t.held, 0, now
+	return n, true
 }

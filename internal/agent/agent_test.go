@@ -1,11 +1,17 @@
 package agent
 
 import (
+	"bufio"
 	"io"
+	"math"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestAnswer(t *testing.T) {
@@ -79,7 +85,7 @@ func TestServer(t *testing.T) {
 			}
 		})
 	}
-	// A client that never closes is cut off at Timeout, and Close waits for nothing more.
+	// A client that never closes holds nothing: Close waits for no connection.
 	idle, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -90,5 +96,116 @@ func TestServer(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", addr); err == nil {
 		t.Error("still accepting after Close")
+	}
+}
+
+// TestServerUnderIdleConnections: 200 connections an attacker opens and holds, reading
+// nothing and closing nothing, delay no check: the next is answered within 1 s, and each
+// of the attacker's connections got its line and the end of the stream (64 linger for
+// their close, the rest are closed at once).
+// Before, the agent held each connection up to 2 s waiting for the asker to close, 64 at
+// once, and closed the others unanswered: two silent rounds took the host out of the
+// nftables balancer.
+func TestServerUnderIdleConnections(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := Listen("127.0.0.1:0", Config{State: func() State { return State{Online: 1, Desired: 1} }, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.Addr().String()
+	idle := make([]net.Conn, 0, 200)
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(start.Add(time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != "up ready 100%\n" {
+		t.Fatalf("fresh check beside 200 idle connections: %q, %v after %v; want the line and EOF within 1 s", b, err, time.Since(start))
+	}
+	for i, c := range idle {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if b, err := io.ReadAll(c); err != nil || string(b) != "up ready 100%\n" {
+			t.Fatalf("idle connection %d: %q, %v; want its line and EOF", i, b, err)
+		}
+	}
+	// The crowd is logged, once for the lot (once per LogEvery, 10 s).
+	if got := logs.FilterMessageSnippet("more connections held open").Len(); got != 1 {
+		t.Errorf("%d log lines about the crowd, want 1: %v", got, logs.All())
+	}
+}
+
+// TestServerAnswersAtOnce: the agent ends its stream right after the line, whether the
+// asker sent nothing, an agent-send line, or keeps sending; it never waits for the
+// asker's close (HAProxy reads one line).
+func TestServerAnswersAtOnce(t *testing.T) {
+	s, err := Listen("127.0.0.1:0", Config{State: func() State { return State{Online: 1, Desired: 2} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, send := range []string{"", "be_web/h1\n", strings.Repeat("x", 64<<10)} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if send != "" {
+			go io.WriteString(c, send) // may fail once the agent closes: the reset is the asker's
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if line != "up ready 50%\n" {
+			t.Errorf("sent %d bytes: read %q, %v; want the line within 1 s", len(send), line, err)
+		}
+		c.Close()
+	}
+}
+
+// TestThrottle: one report per interval, counting the events it stands for.
+func TestThrottle(t *testing.T) {
+	th := throttle{every: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		at     time.Duration
+		n      int
+		report bool
+	}{
+		{0, 1, true},
+		{time.Second, 0, false},
+		{2 * time.Second, 0, false},
+		{10 * time.Second, 3, true},
+		{15 * time.Second, 0, false},
+		{time.Minute, 2, true},
+	} {
+		n, report := th.note(t0.Add(tc.at))
+		if n != tc.n || report != tc.report {
+			t.Errorf("note at %v = %d, %v; want %d, %v", tc.at, n, report, tc.n, tc.report)
+		}
+	}
+}
+
+// TestWeight: online÷desired in percent, 1..100, whatever the counts.
+func TestWeight(t *testing.T) {
+	for _, tc := range []struct{ online, desired, want int }{
+		{1, 4, 25}, {0, 4, 1}, {4, 4, 100}, {9, 4, 100}, {1, 0, 1}, {math.MaxInt, 3, 100},
+	} {
+		if got := Weight(tc.online, tc.desired); got != tc.want {
+			t.Errorf("Weight(%d, %d) = %d, want %d", tc.online, tc.desired, got, tc.want)
+		}
 	}
 }

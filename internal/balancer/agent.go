@@ -3,6 +3,7 @@ package balancer
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -17,13 +18,21 @@ type AgentState struct {
 	// or a weight of 0% say no; "up", "ready" or a weight above 0 say yes.
 	Live bool
 	// Weight is the percentage of the host's configured weight the agent announced; 100
-	// when it announced none.
+	// when it announced none; at most MaxAgentWeight.
 	Weight int
 }
 
+// MaxAgentWeight is the highest weight an agent's line can give a host, in percent: HAProxy
+// caps a server's weight at 256, and so does the nftables checker, so that an agent that
+// says "up 2500%" (a squatter on the agent's port, say) cannot take nearly all of the map,
+// nor a huge one make the ruleset huge.
+const MaxAgentWeight = 256
+
 // ParseAgentReply reads one agent line: words separated by spaces, tabs or commas, in any
 // order, case-insensitive ("up 50%", "ready", "drain", "down#maintenance"). Unknown words
-// are ignored, as HAProxy ignores them; a line with no word HAProxy knows is an error.
+// are ignored, as HAProxy ignores them; a line with no word HAProxy knows is an error. A
+// weight above MaxAgentWeight (however many digits) is MaxAgentWeight; a negative one is
+// an error, as in HAProxy.
 //
 // Unlike HAProxy, which remembers a "drain" until the agent says "ready", the answer is
 // read alone: the checker asks again every interval, so each line is the whole state.
@@ -41,11 +50,11 @@ func ParseAgentReply(line string) (AgentState, error) {
 		case w == "drain" || w == "maint" || w == "down" || w == "fail" || w == "stopped":
 			known, out = true, true
 		case strings.HasSuffix(w, "%"):
-			n, err := strconv.Atoi(strings.TrimSuffix(w, "%"))
-			if err != nil || n < 0 {
+			n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSuffix(w, "%"), "+"), 10, 16)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				return AgentState{}, fmt.Errorf("read agent reply %q: weight %q is not a percentage", line, w)
 			}
-			st.Weight, known = n, true
+			st.Weight, known = int(min(n, MaxAgentWeight)), true // out of range: n is the type's maximum
 		case strings.HasPrefix(w, "maxconn:"):
 			known = true
 		}

@@ -4,7 +4,8 @@
 //
 //   - RenderHAProxy fills haproxy.cfg (round robin or least connections; health from the
 //     worker's GET /health and from each host's agent; retries of replayable requests;
-//     server states kept across reloads), CheckHAProxy runs `haproxy -c` on the result,
+//     server states kept across reloads; workers as haproxy:haproxy in a chroot, the
+//     admin socket root's), CheckHAProxy runs `haproxy -c` on the result,
 //     and StartHAProxy runs it for tests and benchmarks: reload, the runtime API on the
 //     stats socket (show stat, set server state), stop.
 //   - RenderNft fills balancer.nft with the live hosts, CheckNft runs `nft -c`, and Checker
@@ -12,7 +13,8 @@
 //     the data path stays the kernel's.
 //
 // Both read the same agent protocol (ParseAgentReply): the one line HAProxy's agent-check
-// reads from a TCP port, such as "up 50%", "ready", "drain" or "down".
+// reads from a TCP port, such as "up 50%", "ready", "drain" or "down", its weight capped
+// at MaxAgentWeight as HAProxy caps it.
 //
 // Like internal/frontproxy it exists so that tests and benchmarks can run the real
 // balancers on private files; a production balancer uses the distribution's layout and unit.

@@ -92,6 +92,45 @@ func TestCheckerFall(t *testing.T) {
 	}
 }
 
+// TestCheckerClampsWeight: an agent's "up ready 2500%" reaches the map as MaxAgentWeight
+// (256 %), as HAProxy caps it; the other host keeps its share. The ruleset goes to nft -c.
+func TestCheckerClampsWeight(t *testing.T) {
+	nft := needNft(t)
+	agentA := listenAgent(t, func() string { return "up 100%" })
+	agentB := listenAgent(t, func() string { return "up ready 2500%" })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loads := make(chan []NftHost, 1)
+	ck := &Checker{
+		Template: readTemplate(t, "nftables/balancer.nft"),
+		Params:   NftParams{VIP: "10.9.9.1", Port: 80, HostPort: 3000},
+		Hosts:    []string{"10.9.9.2", "10.9.9.3"}, Agents: []string{agentA, agentB},
+		Interval: time.Second, Nft: []string{nft, "-c"},
+		OnLoad: func(live []NftHost) {
+			select {
+			case loads <- live:
+			default:
+			}
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- ck.Run(ctx) }()
+	var live []NftHost
+	select {
+	case live = <-loads:
+	case err := <-errc:
+		t.Fatalf("checker: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no load in 30 s")
+	}
+	cancel()
+	<-errc
+	want := []NftHost{{Addr: "10.9.9.2", Weight: 100}, {Addr: "10.9.9.3", Weight: MaxAgentWeight}}
+	if !slices.Equal(live, want) {
+		t.Fatalf("live = %+v, want %+v", live, want)
+	}
+}
+
 // listenAgent serves an agent on loopback until the test ends: each connection gets
 // reply()'s line, or, for "", nothing until the asker gives up.
 func listenAgent(t *testing.T, reply func() string) string {

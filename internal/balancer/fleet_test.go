@@ -235,6 +235,7 @@ func testHAProxy(t *testing.T, f *fleet) {
 	}
 	waitFor(t, "h0 UP", status("h0", "UP"))
 	waitFor(t, "h1 UP", status("h1", "UP"))
+	checkDropped(t, h) // the product's user, group and chroot work in a namespace too
 	c := client()
 	// served counts the requests each host got during fn.
 	served := func(fn func()) (h0, h1 int64) {

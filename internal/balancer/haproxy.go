@@ -31,6 +31,11 @@ const (
 	DefaultServerTimeout = 30 * time.Second
 	DefaultStatsSocket   = "/run/haproxy/onehost-admin.sock"
 	DefaultStateFile     = "/var/lib/haproxy/onehost-server-state"
+	// DefaultUser and DefaultGroup are the account HAProxy's workers drop to, and
+	// DefaultChroot the directory they are locked in: what Debian's haproxy package creates.
+	DefaultUser   = "haproxy"
+	DefaultGroup  = "haproxy"
+	DefaultChroot = "/var/lib/haproxy"
 )
 
 // Server is one host behind the balancer.
@@ -79,6 +84,18 @@ type HAProxyParams struct {
 	// StatsSocket and StateFile are absolute paths of the admin socket and the server-state
 	// file. Default DefaultStatsSocket, DefaultStateFile.
 	StatsSocket, StateFile string
+	// StatsGroup is the operator group whose members may use the stats socket (admin level:
+	// they control the balancer): the socket is then root's and that group's, mode 660.
+	// Default "": root's alone, mode 600.
+	StatsGroup string
+	// User and Group are the account the workers run as once the master has opened what
+	// they need (`user`, `group`), and Chroot the directory they are locked in (`chroot`):
+	// default DefaultUser, DefaultGroup, DefaultChroot.
+	User, Group, Chroot string
+	// KeepPrivileges leaves user, group and chroot out: the workers keep the uid HAProxy
+	// was started with. Only for an HAProxy started by a non-root user, which can neither
+	// change its uid nor chroot (StartHAProxy sets it then); a production rendering never.
+	KeepPrivileges bool
 }
 
 // RenderHAProxy fills tmpl (configs/haproxy/haproxy.cfg) from p. A wrong value is an error
@@ -124,10 +141,32 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 		nbthread = "    nbthread " + strconv.Itoa(p.Threads)
 	}
 	sock, state := cmp.Or(p.StatsSocket, DefaultStatsSocket), cmp.Or(p.StateFile, DefaultStateFile)
-	for field, path := range map[string]string{"StatsSocket": sock, "StateFile": state} {
+	paths := map[string]string{"StatsSocket": sock, "StateFile": state}
+	privileges := "    # user, group, chroot: left out (KeepPrivileges), the workers keep the uid that started HAProxy"
+	if !p.KeepPrivileges {
+		user, group, chroot := cmp.Or(p.User, DefaultUser), cmp.Or(p.Group, DefaultGroup), cmp.Or(p.Chroot, DefaultChroot)
+		for field, name := range map[string]string{"User": user, "Group": group} {
+			if !validName(name) {
+				return nil, fmt.Errorf("%s: %s %q: use letters, digits, '-', '_' and '.'", what, field, name)
+			}
+		}
+		paths["Chroot"] = chroot
+		privileges = "    user " + user + "\n    group " + group + "\n    chroot " + chroot
+	}
+	for field, path := range paths {
 		if !filepath.IsAbs(path) {
 			return nil, fmt.Errorf("%s: %s %q is not absolute (HAProxy would resolve it against its working directory)", what, field, path)
 		}
+		if strings.ContainsFunc(path, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '#' || r == '"' || r == '\'' || r == '\\' }) {
+			return nil, fmt.Errorf("%s: %s %q: a space, quote, '#' or control character would end or change the line; choose another path", what, field, path)
+		}
+	}
+	access := "mode 600"
+	if p.StatsGroup != "" {
+		if !validName(p.StatsGroup) {
+			return nil, fmt.Errorf("%s: StatsGroup %q: use letters, digits, '-', '_' and '.'", what, p.StatsGroup)
+		}
+		access = "mode 660 user root group " + p.StatsGroup
 	}
 	return render(what, tmpl, map[string]string{
 		"@LISTEN@":         cmp.Or(p.Listen, DefaultListen),
@@ -143,6 +182,8 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 		"@MAXCONN@":        maxconn,
 		"@NBTHREAD@":       nbthread,
 		"@STATS_SOCKET@":   sock,
+		"@STATS_ACCESS@":   access,
+		"@PRIVILEGES@":     privileges,
 		"@STATE_FILE@":     state,
 	})
 }
@@ -198,6 +239,8 @@ type HAProxyOptions struct {
 	// server-state file (Params' StatsSocket and StateFile are set there). Required.
 	Dir string
 	// Params fill the template. Listen must be set (the address the caller will use).
+	// Run by root, the workers drop to Params' User and Group in its Chroot, as in
+	// production; run by another user, which cannot, StartHAProxy sets KeepPrivileges.
 	Params HAProxyParams
 	// Stderr receives HAProxy's messages (nil: discarded).
 	Stderr io.Writer
@@ -236,6 +279,16 @@ func StartHAProxy(ctx context.Context, tmpl []byte, opt HAProxyOptions) (*HAProx
 	}
 	opt.Params.StatsSocket = filepath.Join(opt.Dir, "admin.sock")
 	opt.Params.StateFile = filepath.Join(opt.Dir, "server-state")
+	if os.Geteuid() != 0 {
+		opt.Params.KeepPrivileges = true
+	}
+	if !opt.Params.KeepPrivileges {
+		// HAProxy's own complaint comes only from the forked worker, as its exit.
+		chroot := cmp.Or(opt.Params.Chroot, DefaultChroot)
+		if fi, err := os.Stat(chroot); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("start haproxy: Params.Chroot %q is not a directory: install Debian's haproxy package (it creates %s) or name another", chroot, DefaultChroot)
+		}
+	}
 	h := &HAProxy{tmpl: tmpl, opt: opt, conf: filepath.Join(opt.Dir, "haproxy.cfg"), done: make(chan struct{})}
 	if err := h.writeConfig(ctx); err != nil {
 		return nil, err
@@ -474,8 +527,13 @@ func (h *HAProxy) Stop() error {
 	}
 	if h.waitErr != nil {
 		// The master exits with the status of its last worker: 143 after SIGTERM is a stop.
-		if ee, ok := h.waitErr.(*exec.ExitError); ok && (ee.ExitCode() == 143 || ee.ExitCode() == 130) {
-			return nil
+		// So is the master dying of the SIGTERM itself: just after a reload it re-executes
+		// itself and has no handler yet for a moment.
+		if ee, ok := h.waitErr.(*exec.ExitError); ok {
+			ws, _ := ee.Sys().(syscall.WaitStatus)
+			if ee.ExitCode() == 143 || ee.ExitCode() == 130 || ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+				return nil
+			}
 		}
 		return fmt.Errorf("haproxy exit: %w", h.waitErr)
 	}

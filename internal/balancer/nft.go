@@ -18,9 +18,9 @@ import (
 type NftHost struct {
 	// Addr is the host's IPv4 address; it serves on NftParams.HostPort.
 	Addr string
-	// Weight is a percentage (the agent's "N%"); 0 means 100. A host is dealt
-	// round(Weight/25) entries of the round-robin map, at least one, so weights are
-	// approximated in quarters.
+	// Weight is a percentage (the agent's "N%"); 0 means 100; above MaxAgentWeight counts
+	// as MaxAgentWeight. A host is dealt round(Weight/25) entries of the round-robin map,
+	// at least one, so weights are approximated in quarters (at most 10 entries a host).
 	Weight int
 }
 
@@ -52,7 +52,7 @@ func RenderNft(tmpl []byte, p NftParams) ([]byte, error) {
 		if ip := net.ParseIP(h.Addr); ip == nil || ip.To4() == nil {
 			return nil, fmt.Errorf("%s: Live[%d].Addr %q: want an IPv4 address", what, i, h.Addr)
 		}
-		n := max(1, (orInt(h.Weight, 100)+12)/25)
+		n := max(1, (min(orInt(h.Weight, 100), MaxAgentWeight)+12)/25)
 		for range n {
 			entries = append(entries, strconv.Itoa(len(entries))+" : "+h.Addr)
 		}

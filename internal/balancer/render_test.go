@@ -57,9 +57,11 @@ func TestRenderHAProxy(t *testing.T) {
 			Listen: "10.233.0.2:80", Balance: "leastconn", AgentPort: 3001, Threads: 2,
 			CheckInter: 500 * time.Millisecond, AgentInter: 250 * time.Millisecond, Retries: 5,
 			BufSize: 32768, MaxConn: 1000, HealthPath: "/health",
-			StatsSocket: "/tmp/x/admin.sock", StateFile: "/tmp/x/state",
+			StatsSocket: "/tmp/x/admin.sock", StateFile: "/tmp/x/state", StatsGroup: "adm",
 			Servers: []Server{{Name: "a", Addr: "10.233.0.6:3000"}, {Name: "b", Addr: "10.233.0.10:3000", AgentAddr: "10.233.0.1", AgentPort: 4000}},
 		}},
+		// What StartHAProxy renders for a non-root user; the product's default is above.
+		{"keep-privileges", HAProxyParams{Servers: twoHosts, KeepPrivileges: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := RenderHAProxy(tmpl, tc.p)
@@ -90,6 +92,12 @@ func TestRenderHAProxyErrors(t *testing.T) {
 		{"name", `Servers[1].Name "a b"`, HAProxyParams{Servers: []Server{{Addr: "a:1"}, {Name: "a b", Addr: "b:1"}}}},
 		{"twice", `Servers[1].Name "h0" is used twice`, HAProxyParams{Servers: []Server{{Addr: "a:1"}, {Name: "h0", Addr: "b:1"}}}},
 		{"relative socket", `StatsSocket "admin.sock"`, HAProxyParams{Servers: twoHosts, StatsSocket: "admin.sock"}},
+		{"space in path", `StateFile "/var/lib/x y"`, HAProxyParams{Servers: twoHosts, StateFile: "/var/lib/x y"}},
+		{"newline in chroot", `Chroot "/var/empty\nuser root"`, HAProxyParams{Servers: twoHosts, Chroot: "/var/empty\nuser root"}},
+		{"relative chroot", `Chroot "empty"`, HAProxyParams{Servers: twoHosts, Chroot: "empty"}},
+		{"user", `User "root\n"`, HAProxyParams{Servers: twoHosts, User: "root\n"}},
+		{"group", `Group "a b"`, HAProxyParams{Servers: twoHosts, Group: "a b"}},
+		{"stats group", `StatsGroup "adm mode 666"`, HAProxyParams{Servers: twoHosts, StatsGroup: "adm mode 666"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RenderHAProxy(tmpl, tc.p)
@@ -143,6 +151,23 @@ func TestRenderNft(t *testing.T) {
 	}
 }
 
+// TestRenderNftWeightBound: a host's weight deals it at most round(256/25) = 10 map
+// entries, whatever it says; before the bound, 25,000,000 % dealt it a million (an 18.9 MB
+// ruleset) and 2500 % 100 entries (96 % of the map beside a host at 100 %).
+func TestRenderNftWeightBound(t *testing.T) {
+	tmpl := readTemplate(t, "nftables/balancer.nft")
+	for _, w := range []int{256, 2500, 25_000_000} {
+		out, err := RenderNft(tmpl, NftParams{VIP: "10.233.0.2", Port: 80,
+			Live: []NftHost{{Addr: "10.233.0.6"}, {Addr: "10.233.0.10", Weight: w}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := strings.Count(string(out), ": 10.233.0.6"), strings.Count(string(out), ": 10.233.0.10"); a != 4 || b != 10 {
+			t.Errorf("weight %d%%: %d entries for the host at 100%%, %d for it; want 4 and 10", w, a, b)
+		}
+	}
+}
+
 // TestCheckCatchesMistakes: the checks reject a broken file, so a passing check means
 // something.
 func TestCheckCatchesMistakes(t *testing.T) {
@@ -180,6 +205,12 @@ func TestParseAgentReply(t *testing.T) {
 		{"empty", "\n", AgentState{}, true},
 		{"gibberish", "hello there", AgentState{}, true},
 		{"bad weight", "up x%", AgentState{}, true},
+		{"negative weight", "up -5%", AgentState{}, true},
+		{"plus sign", "up +30%", AgentState{Live: true, Weight: 30}, false},
+		{"256 is the most", "up 256%", AgentState{Live: true, Weight: 256}, false},
+		{"2500% clamped", "up ready 2500%", AgentState{Live: true, Weight: MaxAgentWeight}, false},
+		{"25000000% clamped", "up ready 25000000%", AgentState{Live: true, Weight: MaxAgentWeight}, false},
+		{"past any integer clamped", "up 99999999999999999999999999%", AgentState{Live: true, Weight: MaxAgentWeight}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseAgentReply(tc.line)
@@ -198,6 +229,9 @@ func FuzzParseAgentReply(f *testing.F) {
 		st, err := ParseAgentReply(s)
 		if err == nil && st.Live && st.Weight <= 0 {
 			t.Fatalf("%q: live with weight %d", s, st.Weight)
+		}
+		if st.Weight < 0 || st.Weight > MaxAgentWeight {
+			t.Fatalf("%q: weight %d, want 0..%d", s, st.Weight, MaxAgentWeight)
 		}
 	})
 }

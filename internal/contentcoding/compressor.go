@@ -28,21 +28,38 @@ type Config struct {
 	MinSize int
 }
 
-// The per-request defaults are the levels the usual peers use, so a comparison at "the
-// same coding" is one at the same effort: zlib's default 6 (nginx's gzip_comp_level is 1,
-// @fastify/compress uses zlib's), zstd's default (klauspost's SpeedDefault, about zstd
-// -3), brotli quality 4 (@fastify/compress's default). Measured on the heavy PATCH's
-// 31,438-byte answer (TestCompressorRoundTrip's body; min of 30 on a busy 2-core host):
-// gzip 1: 0.183 of the bytes in 48 µs, gzip 6: 0.154 in 73 µs, gzip 9: 0.147 in ~1 ms;
-// zstd 1: 0.162 in 63 µs, zstd 2: 0.159 in 86 µs, zstd 4: 0.147 in 772 µs; brotli 1:
-// 0.184 in 80 µs, 4: 0.152 in 288 µs, 5: 0.136 in 396 µs. Indentation goes at any
-// level; what is left is the hashed, random-looking values.
-var defaultLevel = [numCodings]int{Gzip: 6, Zstd: 2, Br: 4}
+// The per-request defaults are the levels the usual peers use, where the cap below allows
+// them, so that a comparison at "the same coding" is one at the same effort: zlib's
+// default 6 (nginx's gzip_comp_level is 1, @fastify/compress uses zlib's), zstd's default
+// (klauspost's SpeedDefault, about zstd -3); for brotli @fastify/compress's quality 4 is
+// past the cap, so brotli's default is its cap, 1.
+var defaultLevel = [numCodings]int{Gzip: 6, Zstd: 2, Br: 1}
 
-// levelRange is what each coding accepts: gzip 1-9, zstd 1-4 (klauspost's fastest,
+// levelRange is what each coding's encoder has: gzip 1-9, zstd 1-4 (klauspost's fastest,
 // default, better, best), brotli 1-11 (its 0 stores more than it compresses, and 0 in
 // Config.Levels means the default).
 var levelRange = [numCodings][2]int{Gzip: {1, 9}, Zstd: {1, 4}, Br: {1, 11}}
+
+// EncoderLevels returns the lowest and highest level k's encoder has. NewCompressor takes
+// any of them (a benchmark measures them all); ParseCodings, a server's configuration,
+// only up to MaxDynamicLevel.
+func EncoderLevels(k Coding) (lo, hi int) { return levelRange[k][0], levelRange[k][1] }
+
+// MaxCostFactor is what a level may cost per request at most, in times the CPU of the
+// same heavy PATCH answered uncompressed (about, as measured): the compression runs on
+// the event loop, so every request behind it on the loop waits that long too.
+const MaxCostFactor = 6
+
+// maxDynamicLevel is the highest level of each coding whose heavy PATCH costs at most
+// MaxCostFactor × identity, from cmd/worker's BenchmarkHeavyCompressCost (docs/workloads.md
+// has the command and the figures; medians of 5, a busy 2-core machine, identity 23-32 µs
+// a request): gzip 6 5.6× (7: 8.8×, 9: 35×), zstd 2 4.5× (3: 6.2×, 4: 22×), brotli 1
+// 5.4× (2: 10×, 4: 17×, 11: ~1,900×). The static page is compressed once, at each
+// coding's best level, and is not bound by this (CompressBest).
+var maxDynamicLevel = [numCodings]int{Gzip: 6, Zstd: 2, Br: 1}
+
+// MaxDynamicLevel is the highest level of k a server may use per request.
+func MaxDynamicLevel(k Coding) int { return maxDynamicLevel[k] }
 
 // ParseCodings reads a -compress value: codings in the server's order of preference,
 // each optionally with a level, "gzip:6,zstd,br:4". "" or "off": none.
@@ -59,9 +76,13 @@ func ParseCodings(s string) (Config, error) {
 		}
 		level := 0
 		if hasLevel {
-			r := levelRange[k]
-			if level, err = strconv.Atoi(lv); err != nil || level < r[0] || level > r[1] {
-				return Config{}, fmt.Errorf("parse codings %q: %s level %q: want %d to %d", s, k, lv, r[0], r[1])
+			lo, hi := levelRange[k][0], maxDynamicLevel[k]
+			if level, err = strconv.Atoi(lv); err != nil || level < lo || level > levelRange[k][1] {
+				return Config{}, fmt.Errorf("parse codings %q: %s level %q: want %d to %d", s, k, lv, lo, hi)
+			}
+			if level > hi {
+				return Config{}, fmt.Errorf("parse codings %q: %s level %d costs more than %d× the CPU of an uncompressed heavy PATCH per request, on the event loop: the highest allowed is %d (docs/workloads.md, Compression)",
+					s, k, level, MaxCostFactor, hi)
 			}
 		}
 		for _, seen := range c.Codings {

@@ -26,15 +26,20 @@ func TestParseCodings(t *testing.T) {
 	}{
 		{"off", "", "off", ""},
 		{"off by name", "off", "off", ""},
-		{"defaults", "gzip,zstd,br", "gzip:6,zstd:2,br:4", ""},
-		{"levels and order", "br:4, gzip:6", "br:4,gzip:6", ""},
-		{"zstd best", "zstd:4", "zstd:4", ""},
-		{"brotli 0", "br:0", "", "want 1 to 11"},
+		{"defaults", "gzip,zstd,br", "gzip:6,zstd:2,br:1", ""},
+		{"levels and order", "br:1, gzip:6", "br:1,gzip:6", ""},
+		{"the highest allowed", "zstd:2,gzip:6,br:1", "zstd:2,gzip:6,br:1", ""},
+		{"brotli 0", "br:0", "", "want 1 to 1"},
 		{"unknown", "deflate", "", "want gzip, zstd or br"},
 		{"identity", "identity", "", "want gzip, zstd or br"},
-		{"level out of range", "gzip:10", "", "want 1 to 9"},
-		{"level not a number", "zstd:max", "", "want 1 to 4"},
-		{"twice", "gzip,gzip:9", "", "named twice"},
+		{"level out of range", "gzip:10", "", "want 1 to 6"},
+		{"level not a number", "zstd:max", "", "want 1 to 2"},
+		// The encoders have them, a request may not pay for them.
+		{"brotli 11", "br:11", "", "br level 11 costs more than 6× the CPU of an uncompressed heavy PATCH per request, on the event loop: the highest allowed is 1"},
+		{"brotli 4", "gzip,br:4", "", "br level 4 costs more than 6×"},
+		{"gzip 7", "gzip:7", "", "the highest allowed is 6"},
+		{"zstd 3", "zstd:3", "", "the highest allowed is 2"},
+		{"twice", "gzip,gzip:5", "", "named twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseCodings(tc.in)
@@ -113,6 +118,37 @@ func TestChoose(t *testing.T) {
 	if c, err := NewCompressor(Config{}); c != nil || err != nil {
 		t.Errorf("zero Config: %v, %v; want nil, nil (off)", c, err)
 	}
+}
+
+// TestDefaultLevelsAllowed: each coding's default level is one ParseCodings accepts.
+func TestDefaultLevelsAllowed(t *testing.T) {
+	for _, k := range []Coding{Gzip, Zstd, Br} {
+		if lv, hi := defaultLevel[k], MaxDynamicLevel(k); lv < levelRange[k][0] || lv > hi {
+			t.Errorf("%s: default level %d outside 1..%d", k, lv, hi)
+		}
+	}
+}
+
+// FuzzParseCodings: never panics; what it accepts it writes back to the same, within the
+// allowed levels.
+func FuzzParseCodings(f *testing.F) {
+	for _, s := range []string{"off", "gzip,zstd,br", "br:11", "gzip:6, zstd:2", "x-gzip:1", "zstd:max", "gzip,gzip", ":", ","} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCodings(s)
+		if err != nil {
+			return
+		}
+		for i, k := range c.Codings {
+			if lv := c.level(i); lv < 1 || lv > MaxDynamicLevel(k) {
+				t.Fatalf("%q: %s level %d accepted", s, k, lv)
+			}
+		}
+		if c2, err := ParseCodings(c.String()); err != nil || c2.String() != c.String() {
+			t.Fatalf("%q: written back as %q, which reads as %v, %v", s, c, c2, err)
+		}
+	})
 }
 
 // TestCompressorAllocs: with the encoders pooled and dst large enough, compressing a

@@ -74,6 +74,7 @@ type conn struct {
 	// instead of a runtime timer per connection. 0: not waiting; waitExpired: cut short.
 	waitBy atomic.Int64
 	reqBy  int64      // the current request's deadline, from its first partial read; 0: none
+	waited bool       // the goroutine transport's conn waited for a request before: not fresh
 	dlMu   sync.Mutex // orders setting a past read deadline (expire) and clearing it
 	wdlAt  time.Time  // write deadline, for connections without a descriptor (see rawIO)
 
@@ -191,7 +192,11 @@ func (c *conn) read(partial bool) bool {
 		c.waitBy.Store(c.reqBy)
 	} else {
 		c.reqBy = 0
-		c.waitBy.Store(monoNow() + int64(s.idle()))
+		wait := s.idle()
+		if !c.waited { // a fresh connection's wait for its first request
+			wait, c.waited = s.firstTO(), true
+		}
+		c.waitBy.Store(monoNow() + int64(wait))
 		// Publish "idle" after the deadline and before checking closing: either Shutdown
 		// sees idle and wakes us, or we see closing and leave.
 		c.state.Store(stateIdle)

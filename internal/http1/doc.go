@@ -20,7 +20,10 @@
 //   - a request head over MaxHeaderBytes is 431, a body over MaxBodyBytes is 413, both close;
 //   - a stalled request is dropped after ReadTimeout, a client that does not read its
 //     responses after WriteTimeout, and memory per connection is bounded by the buffer
-//     limits; idle keep-alive connections are kept for IdleTimeout.
+//     limits; idle keep-alive connections are kept for IdleTimeout, a new connection that
+//     sends nothing for FirstRequestTimeout (60 s, nginx's client_header_timeout);
+//   - past MaxConns open connections (default: the descriptor limit less a reserve) a new
+//     one is closed at once and counted, as when descriptors run out.
 //
 // Two transports serve those guarantees with the same parser (Server.Transport): the
 // goroutine transport (the zero value's; the worker chooses the loop) gives each connection a goroutine parked on Go's
@@ -31,9 +34,10 @@
 // bytes instead of a goroutine's stack and buffers. Handlers run on the loop; requests a
 // handler's Blocker says may wait run on goroutines of their own.
 //
-// Files: server.go is the Server (config, Serve, Shutdown) and its goroutine transport;
-// request.go the Request; rawio.go the non-blocking socket calls. loop.go starts and runs
-// the loop transport's epoll loops (run, wake-ups, the tick); loopaccept.go accepts and
+// Files: server.go is the Server (config, Serve, Shutdown, the connection limit) and its
+// goroutine transport; request.go the Request, the Response and the reason phrases;
+// rawio.go the non-blocking socket calls. loop.go starts and runs the loop transport's
+// epoll loops (run, wake-ups, the tick); loopaccept.go accepts and
 // spreads connections over the loops (handOff, adopt, the shed reserve); loopwait.go
 // parks a loop in Go's netpoller (poll, yield); loopconn.go drives one connection on a
 // loop (ready, advance, write, close, the buffer pools). conn.go is a connection's state and

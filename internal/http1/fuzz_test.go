@@ -32,6 +32,7 @@ func FuzzParse(f *testing.F) {
 		"\r\n\nGET http://h/x?y HTTP/1.1\nConnection: close\n\n",
 		"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: h\r\nX: a\x00b\r\nX: a\rb\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\nx:\r\nX: b, c\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\nGET / HTTP/1.1\r\n\r\n",
 		"GET /0 HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
 		"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 ; a=b ;c;d=\"q \\\" ;x\"\r\nhello\r\n0;e\r\nT: v\r\n\r\n",
@@ -43,6 +44,10 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := &Server{Handler: HandlerFunc(func(w *Response, r *Request) {
 			w.Body = append(w.Body, r.Body...) // no sleeps or panics: those are echo's test paths
+			var buf [16]byte
+			if v := r.HeaderList(buf[:0], "X"); (v == nil) != (r.Header("X") == nil) {
+				t.Fatalf("HeaderList and Header disagree on whether X is there")
+			}
 		})}
 		nc := &sink{}
 		c := &conn{srv: s, nc: nc}

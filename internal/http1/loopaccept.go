@@ -187,6 +187,10 @@ func (l *loop) accept() {
 		if l.shed.fd < 0 {
 			l.shed.refill() // given away while shedding, or not had at the start
 		}
+		if s.full() {
+			unix.Close(fd)
+			continue
+		}
 		// What net's accepted TCP connections get by default: no Nagle, keep-alive
 		// probes after 15 s. They fail harmlessly on a Unix socket.
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -227,7 +231,7 @@ func (l *loop) adopt(fd int) {
 	}
 	l.conns[fd] = c
 	l.n++
-	c.due = l.now + int64(s.idle())
+	c.due = l.now + int64(s.firstTO()) // a fresh connection's wait for its first request
 	if l.draining {
 		l.idleWhileDraining(c)
 	}

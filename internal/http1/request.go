@@ -27,6 +27,34 @@ func (r *Request) Header(name string) []byte {
 	return nil
 }
 
+// HeaderList returns the value of the list-based header named name (Accept-Encoding,
+// If-None-Match …) as RFC 9110 5.3 reads one sent on several field lines: their values in
+// order, joined by ", ". One line, the usual case, is returned as Header returns it, with
+// no copy; two or more are joined in dst's storage (give a buffer to reuse, e.g. a stack
+// array's [:0], and the join allocates only when it outgrows it). nil when absent.
+func (r *Request) HeaderList(dst []byte, name string) []byte {
+	var first []byte
+	n := 0
+	for i := 0; i < r.nh; i++ {
+		if !equalFold(r.hdr[i].name, name) {
+			continue
+		}
+		switch v := r.hdr[i].value; n {
+		case 0:
+			first = v
+		case 1:
+			dst = append(append(append(dst[:0], first...), ", "...), v...)
+		default:
+			dst = append(append(dst, ", "...), v...)
+		}
+		n++
+	}
+	if n <= 1 {
+		return first
+	}
+	return dst
+}
+
 // MethodIs reports whether the method is m (methods are case-sensitive).
 func (r *Request) MethodIs(m string) bool { return string(r.Method) == m }
 
@@ -107,52 +135,66 @@ func statusLine(dst []byte, code int) []byte {
 	return append(dst, "\r\n"...)
 }
 
+// reason is code's reason phrase: RFC 9110's for every status it defines (section 15),
+// and those of RFC 6585 and RFC 7725; "" for a code it does not know, which RFC 9112
+// allows (the status line then ends "NNN \r\n"). A handler may send any of them, so the
+// table is whole rather than the list of what the handlers send today (a 406 went out as
+// "406 Status" when the table lacked it).
 func reason(code int) string {
-	switch code {
-	case 100:
-		return "Continue"
-	case 200:
-		return "OK"
-	case 201:
-		return "Created"
-	case 204:
-		return "No Content"
-	case 304:
-		return "Not Modified"
-	case 400:
-		return "Bad Request"
-	case 401:
-		return "Unauthorized"
-	case 403:
-		return "Forbidden"
-	case 404:
-		return "Not Found"
-	case 405:
-		return "Method Not Allowed"
-	case 408:
-		return "Request Timeout"
-	case 411:
-		return "Length Required"
-	case 413:
-		return "Content Too Large"
-	case 415:
-		return "Unsupported Media Type"
-	case 417:
-		return "Expectation Failed"
-	case 422:
-		return "Unprocessable Content"
-	case 429:
-		return "Too Many Requests"
-	case 431:
-		return "Request Header Fields Too Large"
-	case 500:
-		return "Internal Server Error"
-	case 501:
-		return "Not Implemented"
-	case 503:
-		return "Service Unavailable"
-	case 505:
-		return "HTTP Version Not Supported"
+	if code >= 0 && code < len(reasons) {
+		return reasons[code]
 	}
-	return "Status"
+	return ""
+}
+
+var reasons = [...]string{
+	100: "Continue",
+	101: "Switching Protocols",
+	200: "OK",
+	201: "Created",
+	202: "Accepted",
+	203: "Non-Authoritative Information",
+	204: "No Content",
+	205: "Reset Content",
+	206: "Partial Content",
+	300: "Multiple Choices",
+	301: "Moved Permanently",
+	302: "Found",
+	303: "See Other",
+	304: "Not Modified",
+	305: "Use Proxy",
+	307: "Temporary Redirect",
+	308: "Permanent Redirect",
+	400: "Bad Request",
+	401: "Unauthorized",
+	402: "Payment Required",
+	403: "Forbidden",
+	404: "Not Found",
+	405: "Method Not Allowed",
+	406: "Not Acceptable",
+	407: "Proxy Authentication Required",
+	408: "Request Timeout",
+	409: "Conflict",
+	410: "Gone",
+	411: "Length Required",
+	412: "Precondition Failed",
+	413: "Content Too Large",
+	414: "URI Too Long",
+	415: "Unsupported Media Type",
+	416: "Range Not Satisfiable",
+	417: "Expectation Failed",
+	421: "Misdirected Request",
+	422: "Unprocessable Content",
+	426: "Upgrade Required",
+	428: "Precondition Required",
+	429: "Too Many Requests",
+	431: "Request Header Fields Too Large",
+	451: "Unavailable For Legal Reasons",
+	500: "Internal Server Error",
+	501: "Not Implemented",
+	502: "Bad Gateway",
+	503: "Service Unavailable",
+	504: "Gateway Timeout",
+	505: "HTTP Version Not Supported",
+	511: "Network Authentication Required",
 }

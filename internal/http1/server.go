@@ -52,9 +52,15 @@ const (
 	DefaultMaxHeaderBytes = 16 << 10
 	DefaultMaxBodyBytes   = 16 << 10
 	DefaultIdleTimeout    = 75 * time.Second
-	DefaultReadTimeout    = 10 * time.Second
-	DefaultWriteTimeout   = 10 * time.Second
-	maxHeaders            = 100
+	// DefaultFirstRequestTimeout is nginx's client_header_timeout: a connection that
+	// sends nothing is closed after it.
+	DefaultFirstRequestTimeout = 60 * time.Second
+	DefaultReadTimeout         = 10 * time.Second
+	// DescriptorReserve is what the default MaxConns leaves of the descriptor limit for
+	// everything else the process opens (database files, logs, pipes, sockets of its own).
+	DescriptorReserve   = 128
+	DefaultWriteTimeout = 10 * time.Second
+	maxHeaders          = 100
 	// flushThreshold bounds the responses held for one pipelined batch: past it they are
 	// written before more requests are parsed, so a client that pipelines without reading
 	// cannot make us buffer its answers without limit.
@@ -73,10 +79,21 @@ type Server struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next request.
 	// Default 75 s: longer than the 60–65 s that proxies and the challenge expect.
 	IdleTimeout time.Duration
+	// FirstRequestTimeout is how long a new connection may wait before its first request's
+	// first byte: one opened and left silent (by a client that never uses it, or to hold
+	// a descriptor) is closed after it. Default DefaultFirstRequestTimeout, 60 s.
+	FirstRequestTimeout time.Duration
 	// ReadTimeout bounds reading one request once its first byte arrived. Default 10 s.
-	// Both read timeouts are kept to within an eighth of the shorter one, at most 1 s
-	// (see reap).
+	// The read timeouts are kept to within an eighth of the shortest, at most 1 s (see
+	// reap).
 	ReadTimeout time.Duration
+	// MaxConns bounds the connections open at once. Past it a new connection is accepted
+	// and closed at once, unserved, as when descriptors run out (see shed): counted in
+	// Stats.Refused and logged once a second at most, while the open ones are served on.
+	// Default 0: the descriptor limit (RLIMIT_NOFILE's soft limit when Serve starts) less
+	// DescriptorReserve, so that connections cannot take the descriptors the rest of the
+	// process needs. Negative: no bound but the descriptor limit.
+	MaxConns int
 	// WriteTimeout bounds waiting for a client that does not read to take a response: it
 	// starts when the socket's send buffer is full. Default 10 s.
 	WriteTimeout time.Duration
@@ -111,7 +128,8 @@ type Server struct {
 	open        atomic.Int64
 	date        atomic.Pointer[dateLine]
 	lastLimit   atomic.Int64  // unix nano of the last "out of descriptors" log line
-	shedCount   atomic.Uint64 // connections closed unserved for want of descriptors
+	shedCount   atomic.Uint64 // connections closed unserved: past maxConns, or for want of descriptors
+	maxConns    atomic.Int64  // MaxConns resolved by the first Serve; 0: not yet, <0: none
 }
 
 // Stats are a server's counters since it started.
@@ -119,6 +137,7 @@ type Stats struct {
 	Requests    uint64 // requests answered, including protocol errors; not health checks (Response.Probe)
 	Accepted    uint64 // connections accepted
 	Connections int64  // connections open now
+	Refused     uint64 // connections closed at accept, unserved: past MaxConns or out of descriptors
 	// LoopConnections is TransportLoop's open connections per loop, in the loops' order
 	// (those of every Serve so far; an ended loop holds none); nil on the goroutine transport.
 	LoopConnections []int64
@@ -126,7 +145,7 @@ type Stats struct {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	st := Stats{Requests: s.requests.Load(), Accepted: s.accepted.Load(), Connections: s.open.Load()}
+	st := Stats{Requests: s.requests.Load(), Accepted: s.accepted.Load(), Connections: s.open.Load(), Refused: s.shedCount.Load()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.loops) > 0 {
@@ -149,9 +168,12 @@ func (s *Server) SetKeepAlive(on bool) { s.noKeepAlive.Store(!on) }
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("http1: server closed")
 
-func (s *Server) maxHeader() int        { return or(s.MaxHeaderBytes, DefaultMaxHeaderBytes) }
-func (s *Server) maxBody() int          { return or(s.MaxBodyBytes, DefaultMaxBodyBytes) }
-func (s *Server) idle() time.Duration   { return or(s.IdleTimeout, DefaultIdleTimeout) }
+func (s *Server) maxHeader() int      { return or(s.MaxHeaderBytes, DefaultMaxHeaderBytes) }
+func (s *Server) maxBody() int        { return or(s.MaxBodyBytes, DefaultMaxBodyBytes) }
+func (s *Server) idle() time.Duration { return or(s.IdleTimeout, DefaultIdleTimeout) }
+func (s *Server) firstTO() time.Duration {
+	return or(s.FirstRequestTimeout, DefaultFirstRequestTimeout)
+}
 func (s *Server) readTO() time.Duration { return or(s.ReadTimeout, DefaultReadTimeout) }
 func (s *Server) writeTO() time.Duration {
 	return or(s.WriteTimeout, DefaultWriteTimeout)
@@ -189,6 +211,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.listeners = make(map[net.Listener]struct{})
 	}
 	s.listeners[ln] = struct{}{}
+	if s.maxConns.Load() == 0 {
+		s.maxConns.Store(s.resolveMaxConns())
+	}
 	s.serving.Add(1)
 	s.mu.Unlock()
 	defer func() {
@@ -248,6 +273,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		if reserve == nil {
 			reserve, _ = os.Open(os.DevNull)
 		}
+		if s.full() {
+			nc.Close()
+			continue
+		}
 		// A connection accepted while Shutdown closes the listener is served too: its
 		// client sent a SYN to a listening socket and has no reason to expect a reset.
 		c := &conn{srv: s, nc: nc, raw: newRawIO(nc)}
@@ -277,6 +306,32 @@ func (s *Server) shed(ln net.Listener, reserve *os.File, cause error) *os.File {
 		return nil // another goroutine took the descriptor: back off until one frees up
 	}
 	return r
+}
+
+// resolveMaxConns is MaxConns with its default applied; -1 for no bound.
+func (s *Server) resolveMaxConns() int64 {
+	switch {
+	case s.MaxConns > 0:
+		return int64(s.MaxConns)
+	case s.MaxConns < 0:
+		return -1
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<40 { // unlimited (RLIM_INFINITY) or as good as
+		return -1
+	}
+	return max(int64(lim.Cur)-DescriptorReserve, 1)
+}
+
+// full says whether a connection just accepted is one past MaxConns; the caller then
+// closes it. It is counted and logged here (once a second at most).
+func (s *Server) full() bool {
+	if m := s.maxConns.Load(); m <= 0 || s.open.Load() < m {
+		return false
+	}
+	s.shedCount.Add(1)
+	s.logLimit(nil, "connection limit (MaxConns) reached: closing new connections at once until some end")
+	return true
 }
 
 func isOutOfDescriptors(err error) bool {
@@ -318,7 +373,7 @@ func (s *Server) logLimit(err error, msg string) {
 	var lim syscall.Rlimit
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 	s.log().Warn(msg, zap.Error(err), zap.Int64("open_connections", s.open.Load()),
-		zap.Uint64("closed_unserved", s.shedCount.Load()),
+		zap.Int64("max_connections", s.maxConns.Load()), zap.Uint64("closed_unserved", s.shedCount.Load()),
 		zap.Uint64("nofile_soft", lim.Cur), zap.Uint64("nofile_hard", lim.Max))
 }
 
@@ -363,9 +418,9 @@ func (s *Server) reap() {
 	}
 }
 
-// reapPeriod is an eighth of the shorter read timeout, between 5 ms and 1 s.
+// reapPeriod is an eighth of the shortest read timeout, between 5 ms and 1 s.
 func (s *Server) reapPeriod() time.Duration {
-	return min(max(min(s.idle(), s.readTO())/8, 5*time.Millisecond), time.Second)
+	return min(max(min(s.idle(), s.firstTO(), s.readTO())/8, 5*time.Millisecond), time.Second)
 }
 
 func (s *Server) untrack(c *conn) {

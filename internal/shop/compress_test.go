@@ -2,6 +2,7 @@ package shop
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -39,6 +40,8 @@ func TestCatalogEncodings(t *testing.T) {
 		{"unknown only", "Accept-Encoding: compress", "", 200},
 		{"nothing acceptable", "Accept-Encoding: identity;q=0, compress", "", 406},
 		{"star q=0", "Accept-Encoding: *;q=0", "", 406},
+		// Two field lines are one list (RFC 9110 5.3): "identity;q=0, br".
+		{"two lines", "Accept-Encoding: identity;q=0\r\nAccept-Encoding: br", "br", 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,6 +52,9 @@ func TestCatalogEncodings(t *testing.T) {
 			resp, body := c.do("GET", CatalogPath, h...)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			if want := strconv.Itoa(tt.status) + " " + http.StatusText(tt.status); resp.Status != want {
+				t.Errorf("status line says %q, want %q", resp.Status, want)
 			}
 			if v := resp.Header.Get("Vary"); v != "Accept-Encoding" {
 				t.Errorf("Vary %q, want Accept-Encoding", v)
