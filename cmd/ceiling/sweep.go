@@ -46,7 +46,7 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.worker, "worker", sibling("worker", "bin/worker"), "worker binary")
 	fs.StringVar(&c.autocannon, "autocannon", sibling("autocannon", "bin/autocannon"), "autocannon binary (absent: wrk runs every workload)")
 	fs.StringVar(&c.wrk, "wrk", sibling("wrk", "wrk"), "wrk binary (the mix; and every workload without autocannon)")
-	fs.StringVar(&c.config, "config", "configs/cluster.yaml", "the supervisor's configuration")
+	fs.StringVar(&c.config, "config", "", "the supervisor's configuration (default: configs/cluster.yaml as built into this binary)")
 	fs.StringVar(&c.seed, "seed", "data/seed.db", "seed database (generated into the scratch directory when missing)")
 	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "token file for the mix (written into the scratch directory when missing)")
 	fs.StringVar(&c.mixScript, "mix-script", "bench/mix.lua", "wrk script of the challenge mix")
