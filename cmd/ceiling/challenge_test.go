@@ -40,8 +40,9 @@ func TestChallengeEndToEnd(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "challenge", "-users", "300", "-time-scale", "5",
 		"-ramp", "1s", "-hold", "3s", "-rampdown", "1s", "-seed", seed, "-tokens", tokens,
 		// A busy machine's stalls must not make the trial invalid here; the verdict's own
-		// tests are genhealth's and the generators'.
-		"-saturation", "hiccup=1s,send-lag=1s,cpu=100",
+		// tests are genhealth's and the generators'. Nor may the other test packages
+		// beside it make it host-busy: TestChallengeHostBusy tests that rule.
+		"-saturation", "hiccup=1s,send-lag=1s,cpu=100", "-other-cores", "64",
 		"-worker", filepath.Join(dir, "worker"), "-autocannon", filepath.Join(dir, "autocannon"), "-out", out)
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -81,10 +82,14 @@ func TestChallengeEndToEnd(t *testing.T) {
 
 // scoreFollowsVerdict checks s, a score of one trial of users users (ue user-equivalents):
 // that users if the trial passed; 0 and the generator's limit there if the trial was
-// invalid (its generator saturated); 0 if it failed.
+// invalid (its generator saturated); 0 if it failed; 0 and no limit if it was host-busy.
 func scoreFollowsVerdict(t *testing.T, s challenge.Score, users int, ue float64) {
 	t.Helper()
 	switch v := s.Trials[0]; {
+	case v.HostBusy && (v.Pass || s.HostBusy == nil || s.Users != 0 || s.UserEquivalents != 0 || s.GeneratorLimit != 0):
+		t.Errorf("trial host-busy (pass %v), score %d users (%g user-equivalents), generator limit %d, host busy %+v; want not passed, 0, none, the trial", v.Pass, s.Users, s.UserEquivalents, s.GeneratorLimit, s.HostBusy)
+	case v.HostBusy:
+		t.Logf("the trial ran beside other work on this machine now: %.2f cores", v.OtherCores)
 	case v.Pass && (s.Users != users || s.UserEquivalents != ue || s.GeneratorLimit != 0):
 		t.Errorf("trial passed, score %d users (%g user-equivalents), generator limit %d; want %d (%g), none", s.Users, s.UserEquivalents, s.GeneratorLimit, users, ue)
 	case v.Invalid && (v.Pass || !v.Result.Health.Saturated || s.Users != 0 || s.GeneratorLimit != users):

@@ -59,6 +59,7 @@ func TestRunErrors(t *testing.T) {
 		{"pin with a bad list", []string{"pin", "-cpus", "x", "true"}, "parse cpu list"},
 		{"pin with a bad priority", []string{"pin", "-cpus", "0", "-fifo", "100", "true"}, "-fifo 100: want 1-99"},
 		{"challenge with a bad priority", []string{"challenge", "-gen-fifo", "-1"}, "-gen-fifo -1: want 1-99"},
+		{"challenge with negative other work", []string{"challenge", "-other-cores", "-1"}, "-other-cores -1: want cores of other work"},
 		{"fleet replot of a missing file", []string{"fleet", "-replot", "/nonexistent/ceiling.json"}, "replot: open /nonexistent/ceiling.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
