@@ -482,11 +482,15 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	n := fs.Int("n", 1, "workers (cluster) or GOMAXPROCS (single)")
 	mode := fs.String("mode", "cluster", "cluster or single")
 	rates := fs.String("rates", "100mbit,1gbit,10gbit", "link rates to emulate")
+	fifo := fs.Int("fifo", 0, "run the server and the generator at this SCHED_FIFO real-time priority (1-99): other work on a busy host cannot delay them, so the link is what the runs measure (docs/ceiling.md); 0: the normal policy")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("nic: unexpected argument %q", fs.Arg(0))
+	}
+	if *fifo < 0 || *fifo > 99 {
+		return fmt.Errorf("nic: -fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", *fifo)
 	}
 	set := explicit(fs)
 	if c.quick && !set["d"] {
@@ -521,6 +525,14 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	p.cfg.Ns, p.cfg.Modes = []int{*n}, []string{*mode}
 	p.sweep.Notes = append(p.sweep.Notes,
 		"loopback of a private network namespace shaped by a tbf qdisc: requests, responses and ACKs share the token bucket (lo_bytes_per_s counts them all)")
+	if *fifo > 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("nic: find this executable: %w", err)
+		}
+		p.cfg.Pin = selfPinFIFO(self, *fifo)
+		p.sweep.Notes = append(p.sweep.Notes, fmt.Sprintf("the server and the generator ran at SCHED_FIFO priority %d (-fifo)", *fifo))
+	}
 	s, err := ceiling.NewSweeper(p.cfg)
 	if err != nil {
 		return err
