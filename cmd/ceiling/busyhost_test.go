@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/onehost/onehost/internal/ceiling"
-	"github.com/onehost/onehost/internal/challenge"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -40,25 +35,6 @@ func startBusyLoop(t *testing.T, cpus string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-}
-
-// runCeilingIn runs the test binary as `ceiling args...` (TestMain) in dir, and returns
-// its stdout.
-func runCeilingIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("output:\n%s%s", stdout.String(), stderr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String()
 }
 
 // TestNICBesideABusyLoop runs `ceiling nic` at 100 Mbit/s with a busy loop on the server's
@@ -150,17 +126,11 @@ func TestChallengeHostBusy(t *testing.T) {
 	if !regexp.MustCompile(`\bworker +host-busy +- `).MatchString(report) {
 		t.Errorf("the report's table does not put host-busy in place of the score")
 	}
-	var got struct {
-		Scores []challenge.Score `json:"scores"`
+	s := readScore(t, out)
+	if len(s.Trials) != 1 {
+		t.Fatalf("trials %+v: want one", s.Trials)
 	}
-	b, err := os.ReadFile(out)
-	if err == nil {
-		err = json.Unmarshal(b, &got)
-	}
-	if err != nil || len(got.Scores) != 1 || len(got.Scores[0].Trials) != 1 {
-		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
-	}
-	s, tr := got.Scores[0], got.Scores[0].Trials[0]
+	tr := s.Trials[0]
 	if s.HostBusy == nil || s.HostBusy.OtherCores < 0.1 || s.Users != 0 || s.UserEquivalents != 0 || !tr.HostBusy || tr.Pass || tr.Result.Requests == 0 {
 		t.Errorf("score %d users (%g UE), host busy %+v; trial host-busy %v pass %v, %d requests: want the trial measured, host-busy and not scored",
 			s.Users, s.UserEquivalents, s.HostBusy, tr.HostBusy, tr.Pass, tr.Result.Requests)

@@ -60,24 +60,31 @@ func TestChallengeEndToEnd(t *testing.T) {
 	if !strings.Contains(report, "CPU quota: 0.2 cores") && !strings.Contains(report, "No CPU quota") {
 		t.Errorf("the report does not say whether the quota was had")
 	}
-	var got struct {
-		Scores []challenge.Score `json:"scores"`
-	}
-	b, err := os.ReadFile(out)
-	if err == nil {
-		err = json.Unmarshal(b, &got)
-	}
-	if err != nil || len(got.Scores) != 1 {
-		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
-	}
-	tr := got.Scores[0].Trials
+	s := readScore(t, out)
+	tr := s.Trials
 	if len(tr) != 1 || tr[0].PerRequest <= 0 || tr[0].Result.Requests == 0 {
 		t.Fatalf("trial %+v: want requests and a CPU per request", tr)
 	}
 	if h := tr[0].Result.Health; h.Windows == 0 || h.Thresholds.CPUShare != 100 {
 		t.Errorf("trial's generator verdict %s (%d windows, thresholds %+v): want one, measured under the given thresholds", h, h.Windows, h.Thresholds)
 	}
-	scoreFollowsVerdict(t, got.Scores[0], 300, 1500)
+	scoreFollowsVerdict(t, s, 300, 1500)
+}
+
+// readScore reads the one score in `ceiling challenge -out`'s file at path.
+func readScore(t *testing.T, path string) challenge.Score {
+	t.Helper()
+	var got struct {
+		Scores []challenge.Score `json:"scores"`
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &got)
+	}
+	if err != nil || len(got.Scores) != 1 {
+		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
+	}
+	return got.Scores[0]
 }
 
 // scoreFollowsVerdict checks s, a score of one trial of users users (ue user-equivalents):

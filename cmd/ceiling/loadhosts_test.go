@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/onehost/onehost/internal/ceiling"
-	"github.com/onehost/onehost/internal/challenge"
 	"github.com/onehost/onehost/internal/loadhosts/nstest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -42,8 +40,15 @@ func loadHostArgs(hs nstest.Hosts) []string {
 // which the commands run as their own executable, exists.
 func runCeiling(t *testing.T, args ...string) string {
 	t.Helper()
+	return runCeilingIn(t, "", args...)
+}
+
+// runCeilingIn is runCeiling in dir ("": this directory).
+func runCeilingIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -91,17 +96,7 @@ func TestChallengeLoadHosts(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	var got struct {
-		Scores []challenge.Score `json:"scores"`
-	}
-	b, err := os.ReadFile(out)
-	if err == nil {
-		err = json.Unmarshal(b, &got)
-	}
-	if err != nil || len(got.Scores) != 1 {
-		t.Fatalf("scores JSON: %v %+v", err, got.Scores)
-	}
-	s := got.Scores[0]
+	s := readScore(t, out)
 	tr := s.Trials
 	if len(tr) != 1 || tr[0].Result.Requests == 0 || tr[0].PerRequest <= 0 {
 		t.Fatalf("trial %+v: want requests and a CPU per request", tr)
