@@ -316,7 +316,7 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 	for _, s := range scores {
 		b := s.Best()
 		if s.HostBusy != nil {
-			fmt.Fprintf(tw, "%s	host-busy	-	-	-	-	-	\n", s.Server)
+			fmt.Fprintf(tw, "%s\thost-busy\t-\t-\t-\t-\t-\t\n", s.Server)
 			continue
 		}
 		if b == nil {
