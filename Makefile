@@ -133,6 +133,9 @@ PEER_HEAVY ?=
 PM2 ?=
 # CEILING_FLAGS: more `ceiling sweep` flags (-d 5s, -n 1,2, -workloads heavy,static, ...).
 CEILING_FLAGS ?=
+# NIC_FLAGS: more `ceiling nic` flags; on a busy host -fifo 10 runs the server and the
+# generator at real-time priority, so that other work cannot keep the link from filling.
+NIC_FLAGS ?=
 # APP: sweep your own program instead (docs/ceiling.md, "Your own app on your own N-core
 # box"): make ceiling APP='node server.js' CEILING_FLAGS="-m POST -path /api -b '{}'";
 # APP_CONFIG: the supervisor's configuration for it. With either, PM2 running the same
@@ -143,12 +146,12 @@ CEILING_APP = $(if $(APP),-app '$(APP)') $(if $(APP_CONFIG),-app-config $(APP_CO
 CEILING_PEERS = $(if $(PEER_HEAVY),-peer-heavy $(PEER_HEAVY)) $(if $(PM2),-pm2 $(PM2))
 ceiling: build $(if $(APP)$(APP_CONFIG),,seed)
 	$(BIN)/ceiling sweep -out $(CEILING_OUT) $(CEILING_APP) $(CEILING_PEERS) $(CEILING_FLAGS)
-	$(if $(APP)$(APP_CONFIG),,$(BIN)/ceiling nic -out $(CEILING_OUT))
+	$(if $(APP)$(APP_CONFIG),,$(BIN)/ceiling nic -out $(CEILING_OUT) $(NIC_FLAGS))
 	$(BIN)/ceiling model -results $(CEILING_OUT)
 
 ceiling-quick: build $(if $(APP)$(APP_CONFIG),,seed)
 	$(BIN)/ceiling sweep -quick -out $(CEILING_OUT)-quick $(CEILING_APP) $(CEILING_PEERS) $(CEILING_FLAGS)
-	$(if $(APP)$(APP_CONFIG),,$(BIN)/ceiling nic -quick -out $(CEILING_OUT)-quick)
+	$(if $(APP)$(APP_CONFIG),,$(BIN)/ceiling nic -quick -out $(CEILING_OUT)-quick $(NIC_FLAGS))
 	$(BIN)/ceiling model -results $(CEILING_OUT)-quick
 
 # challenge: the "$12 Server Challenge" score (docs/performance.md): the worker (CHALLENGE_FLAGS

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/ceiling"
 	"github.com/onehost/onehost/internal/challenge"
 	"github.com/onehost/onehost/internal/cpuquota"
@@ -38,7 +39,8 @@ type challengeConfig struct {
 	timeScale                      float64
 	worker, supervisor, autocannon string
 	seed, tokens, secret, peerFeed string
-	node, out                      string
+	node, out, config              string
+	otherCores                     float64
 	// -load-hosts: the generator runs on these hosts over ssh (loadhosts.go); the
 	// server listens on -server-host, which they must reach.
 	hosts *loadHostFlags
@@ -73,6 +75,8 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 	fs.StringVar(&c.peerFeed, "peer-feed", getenv("PEER_FEED"), "a node-feed peer directory with node_modules: scored after ours in the same run (env PEER_FEED)")
 	fs.StringVar(&c.node, "node", "node", "node binary (the peer)")
 	fs.StringVar(&c.out, "out", "", "also write the scores as JSON to this file")
+	fs.StringVar(&c.config, "config", "", "with -instances: the supervisor's configuration (default: configs/cluster.yaml as built into this binary)")
+	fs.Float64Var(&c.otherCores, "other-cores", 0, "a trial beside this much other work on the host, in cores, is host-busy and scores nothing (default 0.1, as the sweep's host-busy)")
 	c.hosts = addLoadHostFlags(fs, "bin/autocannon and the tokens are")
 	fs.Func("saturation", "thresholds of the generator's verdict, passed to autocannon users: hiccup=50ms,send-lag=100ms,cpu=0.95,connect=5ms,min-late=5 (docs/bench.md)", func(v string) (err error) {
 		c.search.Run.Saturation, err = genhealth.ParseThresholds(v)
@@ -94,6 +98,8 @@ func parseChallenge(args []string, getenv func(string) string, stderr io.Writer)
 		return c, fmt.Errorf("challenge: -users %d: want 0 (search) or a number of users", c.users)
 	case c.genFIFO < 0 || c.genFIFO > 99:
 		return c, fmt.Errorf("challenge: -gen-fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", c.genFIFO)
+	case c.otherCores < 0:
+		return c, fmt.Errorf("challenge: -other-cores %v: want cores of other work, such as 0.1 (0: the default)", c.otherCores)
 	}
 	if c.search.Warmup == 0 {
 		c.search.Warmup = -1 // journey.SearchConfig: negative is none
@@ -126,6 +132,13 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("challenge: %w", err)
 	}
 	defer os.RemoveAll(work)
+	if c.instances > 0 && c.config == "" {
+		// The one this binary carries, so that the challenge runs from any directory.
+		c.config = filepath.Join(work, "cluster.yaml")
+		if err := os.WriteFile(c.config, []byte(configs.Cluster), 0o644); err != nil {
+			return fmt.Errorf("challenge: write the built-in cluster configuration: %w", err)
+		}
+	}
 
 	logf := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	// Rounded to a millionth of a core: 3 × 0.2 is 0.6000000000000001 in floating point,
@@ -164,7 +177,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		argv := []string{c.worker}
 		env = append(env, "HOST="+c.hosts.serverHost, "PORT="+strconv.Itoa(port), "GOMAXPROCS=1")
 		if c.instances > 0 {
-			argv = []string{c.supervisor, "run", "-instances", strconv.Itoa(c.instances), "-listen",
+			argv = []string{c.supervisor, "run", "-config", c.config, "-instances", strconv.Itoa(c.instances), "-listen",
 				net.JoinHostPort(c.hosts.serverHost, strconv.Itoa(port)), "-socket", filepath.Join(work, "ours", "s.sock"), "-log-level", "warn"}
 		}
 		return startQuoted(ctx, self, "ours", quotaCores, serverCPUs, argv, env, net.JoinHostPort(c.hosts.serverHost, strconv.Itoa(port)), filepath.Join(work, "ours", "server.log"))
@@ -200,7 +213,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 		mode = fmt.Sprintf("one trial of %d users", c.users)
 	}
 	logf("ceiling challenge: %s; %s", mode, note)
-	scores, err := challenge.Run(ctx, challenge.Config{Servers: servers, Search: search, Users: c.users, Logf: logf})
+	scores, err := challenge.Run(ctx, challenge.Config{Servers: servers, Search: search, Users: c.users, Logf: logf, OtherCores: c.otherCores})
 	challenge.WriteReport(stdout, scores, search, quotaCores, note)
 	if c.out != "" {
 		b, jerr := json.MarshalIndent(struct {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/ceiling"
 )
 
@@ -92,7 +93,7 @@ func parseFleetFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&f.supervisor, "supervisor", sibling("supervisor", "bin/supervisor"), "supervisor binary")
 	fs.StringVar(&f.worker, "worker", sibling("worker", "bin/worker"), "worker binary")
 	fs.StringVar(&f.autocannon, "autocannon", sibling("autocannon", "bin/autocannon"), "autocannon binary")
-	fs.StringVar(&f.config, "config", "configs/cluster.yaml", "the supervisor's configuration (every host runs it)")
+	fs.StringVar(&f.config, "config", "", "the supervisor's configuration, every host runs it (default: configs/cluster.yaml as built into this binary)")
 	fs.StringVar(&f.seed, "seed", "data/seed.db", "seed database (`make seed`); every host gets a copy")
 	fs.StringVar(&f.secret, "jwt-secret", getenv("JWT_SECRET"), secretUsage)
 	fs.StringVar(&f.workloads, "workloads", "hello,static,heavy,feed", "workloads: hello, static, heavy, feed")
@@ -108,8 +109,8 @@ func parseFleetFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.IntVar(&f.conns, "conns-per-host", 0, "the generator's connections per host (default: 16 per worker)")
 	fs.IntVar(&f.repeat, "repeat", 1, "rounds of every (H, balancer, workload); the table uses each cell's median")
 	fs.Float64Var(&f.otherCores, "other-cores", 0, "host-busy threshold: other work on the machine, in cores (default 0.1, internal/ceiling.Thresholds)")
-	fs.StringVar(&f.haTmpl, "haproxy-template", "configs/haproxy/haproxy.cfg", "HAProxy's template")
-	fs.StringVar(&f.nftTmpl, "nft-template", "configs/nftables/balancer.nft", "the nftables balancer's template")
+	fs.StringVar(&f.haTmpl, "haproxy-template", "", "HAProxy's template (default: configs/haproxy/haproxy.cfg as built into this binary)")
+	fs.StringVar(&f.nftTmpl, "nft-template", "", "the nftables balancer's template (default: configs/nftables/balancer.nft as built into this binary)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the scratch directory (server and HAProxy logs)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&f.replot, "replot", "", "draw the plots of an earlier run's DIR/fleet/ceiling.json into its directory, and run nothing")
@@ -176,8 +177,10 @@ func (f *fleetFlags) setup(stderr io.Writer) (fleetSetup, error) {
 	if st.self, err = os.Executable(); err != nil {
 		return st, fmt.Errorf("fleet: find this executable for pinning: %w", err)
 	}
-	for i, p := range []string{f.haTmpl, f.nftTmpl} {
-		if st.tmpls[i], err = os.ReadFile(p); err != nil {
+	for i, t := range []struct{ path, builtIn string }{{f.haTmpl, configs.HAProxy}, {f.nftTmpl, configs.NftBalancer}} {
+		if t.path == "" {
+			st.tmpls[i] = []byte(t.builtIn)
+		} else if st.tmpls[i], err = os.ReadFile(t.path); err != nil {
 			return st, fmt.Errorf("fleet: read template: %w", err)
 		}
 	}

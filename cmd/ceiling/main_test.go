@@ -52,6 +52,7 @@ func TestRunErrors(t *testing.T) {
 		{"sweep app with a bad header", []string{"sweep", "-app", "node a.js", "-H", "nocolon"}, `want "Name: value"`},
 		{"challenge with no load host", []string{"challenge", "-load-hosts", " , "}, "none given"},
 		{"nic with a bad rate", []string{"nic", "-rates", "1gbit,zz"}, `parse link rate "zz"`},
+		{"nic with a bad priority", []string{"nic", "-fifo", "100"}, "-fifo 100: want 1-99"},
 		{"model with a csv that is not one", []string{"model", "-csv", "results.txt"}, `-csv "results.txt": want a .csv file`},
 		{"model with no fit points", []string{"model", "-csv", "x.csv", "-fit-max-n", "0"}, "want at least 1"},
 		{"model with a missing csv", []string{"model", "-csv", "/nonexistent/x.csv"}, "read results"},
@@ -59,6 +60,7 @@ func TestRunErrors(t *testing.T) {
 		{"pin with a bad list", []string{"pin", "-cpus", "x", "true"}, "parse cpu list"},
 		{"pin with a bad priority", []string{"pin", "-cpus", "0", "-fifo", "100", "true"}, "-fifo 100: want 1-99"},
 		{"challenge with a bad priority", []string{"challenge", "-gen-fifo", "-1"}, "-gen-fifo -1: want 1-99"},
+		{"challenge with negative other work", []string{"challenge", "-other-cores", "-1"}, "-other-cores -1: want cores of other work"},
 		{"fleet replot of a missing file", []string{"fleet", "-replot", "/nonexistent/ceiling.json"}, "replot: open /nonexistent/ceiling.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

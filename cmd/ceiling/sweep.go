@@ -46,7 +46,7 @@ func addCommon(fs *flag.FlagSet, getenv func(string) string, defWorkloads string
 	fs.StringVar(&c.worker, "worker", sibling("worker", "bin/worker"), "worker binary")
 	fs.StringVar(&c.autocannon, "autocannon", sibling("autocannon", "bin/autocannon"), "autocannon binary (absent: wrk runs every workload)")
 	fs.StringVar(&c.wrk, "wrk", sibling("wrk", "wrk"), "wrk binary (the mix; and every workload without autocannon)")
-	fs.StringVar(&c.config, "config", "configs/cluster.yaml", "the supervisor's configuration")
+	fs.StringVar(&c.config, "config", "", "the supervisor's configuration (default: configs/cluster.yaml as built into this binary)")
 	fs.StringVar(&c.seed, "seed", "data/seed.db", "seed database (generated into the scratch directory when missing)")
 	fs.StringVar(&c.tokens, "tokens", "data/tokens.json", "token file for the mix (written into the scratch directory when missing)")
 	fs.StringVar(&c.mixScript, "mix-script", "bench/mix.lua", "wrk script of the challenge mix")
@@ -482,11 +482,15 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	n := fs.Int("n", 1, "workers (cluster) or GOMAXPROCS (single)")
 	mode := fs.String("mode", "cluster", "cluster or single")
 	rates := fs.String("rates", "100mbit,1gbit,10gbit", "link rates to emulate")
+	fifo := fs.Int("fifo", 0, "run the server and the generator at this SCHED_FIFO real-time priority (1-99): other work on a busy host cannot delay them, so the link is what the runs measure (docs/ceiling.md); 0: the normal policy")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("nic: unexpected argument %q", fs.Arg(0))
+	}
+	if *fifo < 0 || *fifo > 99 {
+		return fmt.Errorf("nic: -fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", *fifo)
 	}
 	set := explicit(fs)
 	if c.quick && !set["d"] {
@@ -521,6 +525,14 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	p.cfg.Ns, p.cfg.Modes = []int{*n}, []string{*mode}
 	p.sweep.Notes = append(p.sweep.Notes,
 		"loopback of a private network namespace shaped by a tbf qdisc: requests, responses and ACKs share the token bucket (lo_bytes_per_s counts them all)")
+	if *fifo > 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("nic: find this executable: %w", err)
+		}
+		p.cfg.Pin = selfPinFIFO(self, *fifo)
+		p.sweep.Notes = append(p.sweep.Notes, fmt.Sprintf("the server and the generator ran at SCHED_FIFO priority %d (-fifo)", *fifo))
+	}
 	s, err := ceiling.NewSweeper(p.cfg)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package ceiling
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -241,5 +242,54 @@ func TestFitLeavesOutDisturbedRuns(t *testing.T) {
 		if got := fitPoint(r); got != tc.want {
 			t.Errorf("fitPoint(verdict %s) = %v, want %v", tc.verdict, got, tc.want)
 		}
+	}
+}
+
+// TestBusyHostKeepsItsLimits: on a host with other work running, a sweep run whose server
+// cores were full (cpu) and a shaped run whose link was full (nic) keep their verdicts,
+// judged from their measurements, and the model report uses them: the headline prediction
+// from the cpu run, the nic run's row in the table of measured runs without the host-busy
+// note. Before Judge asked cpu and nic first, both read host-busy and the report had no
+// prediction and no NIC row to show.
+func TestBusyHostKeepsItsLimits(t *testing.T) {
+	sweep := Run{Workload: "heavy", Mode: ModeCluster, Purpose: PurposeSweep, N: 1, ServerCores: 1, HostCores: 2,
+		Requests: 36000, RPS: 12000, ServerBusyCores: 0.97, ServerCPUUsPerReq: 80, BytesPerReq: 31564,
+		GenBusyCores: 0.4, GenThreads: 1, Host: HostCPU{User: 80, System: 18, Idle: 2}} // 0.59 cores of other work
+	nic := Run{Workload: "heavy", Mode: ModeCluster, Purpose: PurposeNIC, N: 1, ServerCores: 1, HostCores: 2,
+		Requests: 1170, RPS: 390, ServerBusyCores: 0.03, ServerCPUUsPerReq: 77, BytesPerReq: 31564, LinkBitsPerS: 100e6,
+		LoBytesPerS: 12.4e6, GenBusyCores: 0.05, GenThreads: 1, Host: HostCPU{User: 50, System: 9, Idle: 40, SoftIRQ: 1}}
+	runs := []Run{sweep, nic}
+	for i := range runs {
+		e := EvidenceOf(runs[i], 0)
+		if e.OtherCores < 0.5 {
+			t.Fatalf("run %d: other work %.2f cores, want a busy host", i, e.OtherCores)
+		}
+		runs[i].Verdict, runs[i].Evidence = Judge(e, Thresholds{})
+	}
+	if runs[0].Verdict != VerdictCPU || runs[1].Verdict != VerdictNIC {
+		t.Fatalf("verdicts %s (%s), %s (%s); want cpu, nic", runs[0].Verdict, runs[0].Evidence, runs[1].Verdict, runs[1].Evidence)
+	}
+	for _, r := range runs {
+		if !strings.Contains(r.Evidence, "; other work ") {
+			t.Errorf("%s evidence %q does not say what else ran", r.Verdict, r.Evidence)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, runs, nil, ReportConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	m := Fit(runs)[0]
+	if m.NoPrediction != "" {
+		t.Fatalf("no prediction: %s", m.NoPrediction)
+	}
+	pred := m.Predict(12, Link{BitsPerS: 10e9})
+	for _, want := range []string{fmt.Sprintf("| heavy | %.0f | %s |", pred.RPS, pred.Limit), "| heavy | cluster | nic | 1 | 100mbit | 390 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "host busy") {
+		t.Errorf("report still calls a run host-busy:\n%s", out)
 	}
 }

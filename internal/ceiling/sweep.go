@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/loadhosts"
 )
 
@@ -26,7 +28,7 @@ type SweepConfig struct {
 	Worker        string // worker binary; default "bin/worker"
 	Autocannon    string // autocannon binary; "" or absent: every workload runs on wrk
 	Wrk           string // wrk binary; default "wrk"
-	ClusterConfig string // default "configs/cluster.yaml"
+	ClusterConfig string // default: configs/cluster.yaml as built in (package configs), written into WorkDir
 	SeedDB        string // seed database, copied afresh for each server start (required)
 	Tokens        string // token file for the mix's wrk script (env TOKENS); default "data/tokens.json"
 	JWTSecret     string // default "twelve-dollar-challenge"
@@ -177,7 +179,6 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	def(&cfg.Supervisor, "bin/supervisor")
 	def(&cfg.Worker, "bin/worker")
 	def(&cfg.Wrk, "wrk")
-	def(&cfg.ClusterConfig, "configs/cluster.yaml")
 	def(&cfg.Tokens, "data/tokens.json")
 	def(&cfg.JWTSecret, "twelve-dollar-challenge")
 	def(&cfg.ImbalanceWorkload, "heavy")
@@ -277,6 +278,17 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 		s.notes = append(s.notes, fmt.Sprintf("the generator (autocannon) ran on %d load host(s) over ssh (%v), each run's connections split between them, "+
 			"one start time, the results merged (latency percentiles from the added histograms); the server listened on %s; "+
 			"wrk workloads (the mix) are not distributed: skipped", len(cfg.LoadHosts.Hosts), cfg.LoadHosts.Hosts, cfg.ListenHost))
+	}
+	if s.cfg.ClusterConfig == "" && !app {
+		// The one this binary carries, so that the sweep runs from any directory.
+		s.cfg.ClusterConfig = filepath.Join(cfg.WorkDir, "cluster.yaml")
+		err := os.MkdirAll(cfg.WorkDir, 0o755)
+		if err == nil {
+			err = os.WriteFile(s.cfg.ClusterConfig, []byte(configs.Cluster), 0o644)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sweep config: write the built-in cluster configuration: %w", err)
+		}
 	}
 	return s, nil
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/loadhosts"
 )
 
@@ -319,6 +320,27 @@ func TestNewSweeperValidates(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNewSweeperClusterConfig: without ClusterConfig the supervisor gets the configuration
+// this binary carries, written into the scratch directory (so the sweep runs from any
+// directory); a given path is used as given.
+func TestNewSweeperClusterConfig(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "work") // not made yet: NewSweeper makes it
+	s, err := NewSweeper(SweepConfig{SeedDB: "x", WorkDir: work, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(work, "cluster.yaml"); s.cfg.ClusterConfig != want {
+		t.Fatalf("ClusterConfig %q, want %q", s.cfg.ClusterConfig, want)
+	}
+	if b, err := os.ReadFile(s.cfg.ClusterConfig); err != nil || string(b) != configs.Cluster {
+		t.Errorf("written configuration: %v, %d bytes; want configs/cluster.yaml's %d", err, len(b), len(configs.Cluster))
+	}
+	s, err = NewSweeper(SweepConfig{SeedDB: "x", WorkDir: t.TempDir(), NoPin: true, ClusterConfig: "my.yaml"})
+	if err != nil || s.cfg.ClusterConfig != "my.yaml" {
+		t.Errorf("given ClusterConfig: %v, %q; want my.yaml", err, s.cfg.ClusterConfig)
 	}
 }
 

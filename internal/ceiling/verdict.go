@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 // Verdicts: what ran out first in a run.
@@ -18,8 +20,11 @@ const (
 	// cores full: more hosts behind it add nothing.
 	VerdictBalancer = "balancer"
 	// VerdictHostBusy: other work on the host (processes that are neither the server nor
-	// the generator, steal) took more than Thresholds.OtherCores during the run, so its
-	// figures are not the server's alone; such runs are left out of the model.
+	// the generator, steal) took more than Thresholds.OtherCores during the run while
+	// neither the server's cores nor the link were full, so the other work may be what
+	// held the server back: its figures are not the server's alone, and such runs are
+	// left out of the model. A run whose cores or link were full is judged cpu or nic
+	// whatever else ran (Judge).
 	VerdictHostBusy = "host-busy"
 )
 
@@ -60,7 +65,8 @@ type Thresholds struct {
 	SQLiteCPUGrowth float64
 	// OtherCores: host-busy when the host's busy CPU time less the server's and the
 	// generator's (other processes, steal, interrupts not charged to either) reaches this
-	// many cores on average over the run. Default 0.1, by measurement (docs/ceiling.md):
+	// many cores on average over the run, and neither the server's cores (CPUBusy) nor the
+	// link (LinkBusy) were full. Default 0.1, by measurement (docs/ceiling.md):
 	// on this project's 2-core VM, quiet feed runs at N = 1 left -0.015 to 0 cores
 	// unaccounted, and a busy loop on the server's core half the time 0.19 to 0.24 (a
 	// whole run: 0.51 to 0.53); 0.25 let every half-time one pass as "unclear".
@@ -139,11 +145,11 @@ type Evidence struct {
 func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 	other, link := -1.0, 0.0
 	if r.HostCores > 0 {
-		busy := (100 - r.Host.Idle - r.Host.IOWait) / 100 * float64(r.HostCores)
 		if r.LinkBitsPerS > 0 {
 			link = round(r.Host.SoftIRQ/100*float64(r.HostCores), 3)
 		}
-		other = max(0, busy-r.ServerBusyCores-r.GenBusyCores-link)
+		h := procstat.HostCPU{Idle: r.Host.Idle, IOWait: r.Host.IOWait}
+		other = h.OtherCores(r.HostCores, r.ServerBusyCores+r.GenBusyCores+link)
 	}
 	return Evidence{
 		OtherCores: other, LinkCores: link,
@@ -158,14 +164,26 @@ func EvidenceOf(r Run, baselineP99Ms float64) Evidence {
 }
 
 // Judge names what ran out first, with the numbers that say so. The checks run in order:
-// generator when its own verdict says it was saturated (the run measured the generator,
-// so no other figure of it can be trusted), fd (failures make every other figure moot), sqlite by CPU growth (a writing workload whose
-// CPU per request multiplied as connections were added), cpu (the server's own cores full), nic
-// (the link full while the cores are not), generator (the offered load was the limit),
-// cpu of the host (no idle CPU left anywhere: shared cores or other processes), writes (the
-// workers' write counters show connections parked on writes or the committer full,
-// writes.go), sqlite; otherwise unclear. A fleet's run (`ceiling fleet`) is judged
-// balancer, after fd and before the rest, when the balancer's cores are full.
+//   - generator, when its own verdict says it was saturated: the run measured the
+//     generator, so no other figure of it can be trusted;
+//   - fd: failed connects make every other figure moot;
+//   - balancer (a fleet's run, `ceiling fleet`): the balancer's cores are full;
+//   - sqlite by CPU growth: a writing workload whose CPU per request multiplied as
+//     connections were added;
+//   - cpu: the server's own cores are full;
+//   - nic: the link is full;
+//   - host-busy: other work on the host reached Thresholds.OtherCores;
+//   - generator (the offered load was the limit), cpu of the host (no idle CPU left
+//     anywhere: shared cores or other processes), writes (the workers' write counters show
+//     connections parked on writes or the committer full, writes.go), sqlite by latency;
+//     otherwise unclear.
+//
+// The limits before host-busy are ones that other work cannot explain away: a full link
+// carried all it could whatever else ran, and a server whose own cores are full had all of
+// them. Such a verdict says in its evidence how much other work ran beside it ("other work
+// 1.08 cores"). Only when none of them is reached may other work be what held the server
+// back, and the run is then the host's, not the server's (host-busy, left out of the
+// model).
 func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	t = t.withDefaults()
 	cores := float64(e.ServerCores)
@@ -177,40 +195,21 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	if e.GenSaturated {
 		return VerdictGenerator, "generator SATURATED (" + e.GenReason + "): the run is invalid (" + cpu + ")"
 	}
+	if v, ev := judgeLimit(e, t, cores, cpu); v != "" {
+		if e.OtherCores >= t.OtherCores {
+			ev += fmt.Sprintf("; other work %.2f cores", e.OtherCores)
+		}
+		return v, ev
+	}
 	if e.OtherCores >= t.OtherCores {
 		ev := fmt.Sprintf("host busy (other work: %.2f cores): the run is not the server's alone (%s, generator %.0f%%", e.OtherCores, cpu, 100*e.GenBusyCores)
+		if e.LinkRateBytesPerS > 0 {
+			ev += fmt.Sprintf(", link %.0f%% of %s", 100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS))
+		}
 		if e.LinkCores > 0 {
 			ev += fmt.Sprintf(", the link's softirq %.2f cores not counted as other", e.LinkCores)
 		}
 		return VerdictHostBusy, ev + ")"
-	}
-	fdText := fdError(e.ErrorText)
-	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {
-		ev := fmt.Sprintf("%d failed connects of %d requests", e.ConnectErrors, e.Requests)
-		if fdText != "" {
-			ev += ": " + fdText
-		}
-		return VerdictFD, ev
-	}
-	if e.BalancerCores > 0 && e.BalancerBusyCores >= t.CPUBusy*e.BalancerCores {
-		// Before the servers' cpu: with the balancer full, hosts added behind it (or
-		// servers with room) cannot raise the rate.
-		return VerdictBalancer, fmt.Sprintf("balancer CPU %.0f%% of %.0f%% (%s)", 100*e.BalancerBusyCores, 100*e.BalancerCores, cpu)
-	}
-	if e.Writes && e.BaselineCPUUs > 0 && e.CPUUs >= t.SQLiteCPUGrowth*e.BaselineCPUUs {
-		return VerdictSQLite, fmt.Sprintf("writes; CPU per request %.1fx the smallest N's (%.1f -> %.1f us): connections reset each other's page caches and retry the write lock; %s",
-			e.CPUUs/e.BaselineCPUUs, e.BaselineCPUUs, e.CPUUs, cpu)
-	}
-	if cores > 0 && e.ServerBusyCores >= t.CPUBusy*cores {
-		return VerdictCPU, cpu
-	}
-	if e.LinkRateBytesPerS > 0 && e.LinkBytesPerS >= t.LinkBusy*e.LinkRateBytesPerS {
-		ev := fmt.Sprintf("link %.1f MB/s = %.0f%% of %s, %s", e.LinkBytesPerS/1e6,
-			100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS), cpu)
-		if e.LinkCores > 0 {
-			ev += fmt.Sprintf(", link's softirq %.2f cores", e.LinkCores)
-		}
-		return VerdictNIC, ev
 	}
 	if why := genBound(e, t); why != "" {
 		return VerdictGenerator, why + " (" + cpu + ")"
@@ -243,6 +242,41 @@ func Judge(e Evidence, t Thresholds) (verdict, evidence string) {
 	}
 	ev += fmt.Sprintf(", generator %.0f%% on %d threads, host idle %.0f%%", 100*e.GenBusyCores, e.GenThreads, e.HostIdlePct)
 	return VerdictUnclear, ev
+}
+
+// judgeLimit is the verdicts that outrank other work on the host, in Judge's order: fd,
+// balancer, sqlite by CPU growth, cpu (the server's own cores), nic (the link); "" when
+// none was reached.
+func judgeLimit(e Evidence, t Thresholds, cores float64, cpu string) (verdict, evidence string) {
+	fdText := fdError(e.ErrorText)
+	if (e.ConnectErrors > 0 && float64(e.ConnectErrors) >= t.FDErrors*float64(e.Requests+e.ConnectErrors)) || fdText != "" {
+		ev := fmt.Sprintf("%d failed connects of %d requests", e.ConnectErrors, e.Requests)
+		if fdText != "" {
+			ev += ": " + fdText
+		}
+		return VerdictFD, ev
+	}
+	if e.BalancerCores > 0 && e.BalancerBusyCores >= t.CPUBusy*e.BalancerCores {
+		// Before the servers' cpu: with the balancer full, hosts added behind it (or
+		// servers with room) cannot raise the rate.
+		return VerdictBalancer, fmt.Sprintf("balancer CPU %.0f%% of %.0f%% (%s)", 100*e.BalancerBusyCores, 100*e.BalancerCores, cpu)
+	}
+	if e.Writes && e.BaselineCPUUs > 0 && e.CPUUs >= t.SQLiteCPUGrowth*e.BaselineCPUUs {
+		return VerdictSQLite, fmt.Sprintf("writes; CPU per request %.1fx the smallest N's (%.1f -> %.1f us): connections reset each other's page caches and retry the write lock; %s",
+			e.CPUUs/e.BaselineCPUUs, e.BaselineCPUUs, e.CPUUs, cpu)
+	}
+	if cores > 0 && e.ServerBusyCores >= t.CPUBusy*cores {
+		return VerdictCPU, cpu
+	}
+	if e.LinkRateBytesPerS > 0 && e.LinkBytesPerS >= t.LinkBusy*e.LinkRateBytesPerS {
+		ev := fmt.Sprintf("link %.1f MB/s = %.0f%% of %s, %s", e.LinkBytesPerS/1e6,
+			100*e.LinkBytesPerS/e.LinkRateBytesPerS, FormatBits(8*e.LinkRateBytesPerS), cpu)
+		if e.LinkCores > 0 {
+			ev += fmt.Sprintf(", link's softirq %.2f cores", e.LinkCores)
+		}
+		return VerdictNIC, ev
+	}
+	return "", ""
 }
 
 // genBound says why the generator was the limit, or "".

@@ -38,7 +38,25 @@ func TestJudge(t *testing.T) {
 		{"other work on the host", with(func(e *Evidence) { e.OtherCores = 0.6 }), VerdictHostBusy,
 			"host busy (other work: 0.60 cores): the run is not the server's alone (server CPU 200% of 400%, generator 50%)"},
 		{"other work under the threshold", with(func(e *Evidence) { e.OtherCores = 0.05 }), VerdictUnclear, ""},
-		{"host busy before cpu", with(func(e *Evidence) { e.OtherCores, e.ServerBusyCores = 1, 3.9 }), VerdictHostBusy, "other work: 1.00 cores"},
+		// Other work cannot explain away a full link or full server cores: those runs
+		// keep their verdict and say what else ran; with neither full it is host-busy.
+		{"server cores full beside other work: cpu", with(func(e *Evidence) { e.OtherCores, e.ServerBusyCores = 1, 3.9 }),
+			VerdictCPU, "server CPU 390% of 400%; other work 1.00 cores"},
+		{"link full beside other work: nic", with(func(e *Evidence) {
+			e.OtherCores, e.LinkRateBytesPerS, e.LinkBytesPerS = 1.08, 12.5e6, 12.1e6
+		}), VerdictNIC, "link 12.1 MB/s = 97% of 100mbit, server CPU 200% of 400%; other work 1.08 cores"},
+		{"neither full beside other work: host-busy", with(func(e *Evidence) {
+			e.OtherCores, e.LinkRateBytesPerS, e.LinkBytesPerS = 1.08, 12.5e6, 10e6
+		}), VerdictHostBusy, "host busy (other work: 1.08 cores): the run is not the server's alone (server CPU 200% of 400%, generator 50%, link 80% of 100mbit)"},
+		// The run of the issue that moved host-busy after cpu and nic (2 cores, 2026-12-07):
+		// 1,755 answers/s of ~6.95 KB filled 100 Mbit/s with the server at 3 % of its cores.
+		{"static at 100 Mbit/s beside 1.08 cores of other work", Evidence{ServerBusyCores: 0.06, ServerCores: 2, HostIdlePct: 20,
+			GenBusyCores: 0.08, GenThreads: 1, Requests: 5265, P99Ms: 26.78, OtherCores: 1.08, LinkCores: 0.5,
+			LinkRateBytesPerS: 12.5e6, LinkBytesPerS: 12.4e6},
+			VerdictNIC, "link 12.4 MB/s = 99% of 100mbit, server CPU 6% of 200%, link's softirq 0.50 cores; other work 1.08 cores"},
+		{"fd beside other work", with(func(e *Evidence) { e.OtherCores, e.ConnectErrors = 0.5, 500 }), VerdictFD, "500 failed connects of 100000 requests; other work 0.50 cores"},
+		{"other work under the threshold is not mentioned", with(func(e *Evidence) { e.OtherCores, e.ServerBusyCores = 0.05, 3.9 }), VerdictCPU, "server CPU 390% of 400%"},
+		{"host busy before the generator's threads", with(func(e *Evidence) { e.OtherCores, e.GenBusyCores = 0.5, 3.7 }), VerdictHostBusy, "other work: 0.50 cores"},
 		{"generator saturated before host busy", with(func(e *Evidence) { e.OtherCores, e.GenSaturated, e.GenReason = 1, true, "x" }), VerdictGenerator, "SATURATED"},
 		{"older result: host cores unknown", with(func(e *Evidence) { e.OtherCores = -1 }), VerdictUnclear, ""},
 		{"generator threads all busy", with(func(e *Evidence) { e.GenBusyCores = 3.7 }), VerdictGenerator, "generator 370% on 4 threads"},
@@ -138,7 +156,8 @@ func TestOtherCores(t *testing.T) {
 // 4 workers): their "other work" (0.26, 0.10 and 0.48 cores) was the link's own softirq
 // time, which the host counts under no process; before the link was charged with it they
 // read host-busy. The 100 Mbit/s case is the 2-core machine's line rate on that host's
-// proportions; the last two keep a real neighbour visible on a shaped link.
+// proportions; the last three keep a real neighbour visible on a shaped link whose link
+// was not full, and a full link nic beside one.
 func TestJudgeShapedLink(t *testing.T) {
 	run := func(bits, rps, lo, srv, gen float64, h HostCPU) Run {
 		return Run{Purpose: PurposeNIC, N: 4, ServerCores: 4, HostCores: 16, GenThreads: 8, LinkBitsPerS: bits, RPS: rps,
@@ -154,7 +173,8 @@ func TestJudgeShapedLink(t *testing.T) {
 		{"heavy at 10 Gbit/s", run(10e9, 39320.3, 1251745048, 1.613, 0.865, HostCPU{User: 9.4, System: 5.7, Idle: 81.5, SoftIRQ: 3.4}), VerdictNIC},
 		{"static at 10 Gbit/s (was nic already)", run(10e9, 175230.3, 1247625339, 3.16, 4.322, HostCPU{User: 6.2, System: 30.8, Idle: 54.8, SoftIRQ: 8.1}), VerdictNIC},
 		{"heavy at 100 Mbit/s", run(100e6, 392, 12.7e6, 0.02, 0.02, HostCPU{User: 0.1, System: 0.1, Idle: 99.7, SoftIRQ: 0.1}), VerdictNIC},
-		{"a neighbour beside the link's softirq", run(1e9, 3931, 125761402, 0.177, 0.155, HostCPU{User: 4, System: 0.9, Idle: 94.4, SoftIRQ: 0.7}), VerdictHostBusy},
+		{"a neighbour beside the link's softirq, the link not full", run(1e9, 2500, 80e6, 0.177, 0.155, HostCPU{User: 4, System: 0.9, Idle: 94.4, SoftIRQ: 0.7}), VerdictHostBusy},
+		{"a neighbour beside a full link", run(1e9, 3931, 125761402, 0.177, 0.155, HostCPU{User: 4, System: 0.9, Idle: 94.4, SoftIRQ: 0.7}), VerdictNIC},
 		{"unshaped: softirq is not charged to a link", func() Run {
 			r := run(0, 3931, 125761402, 0.177, 0.155, HostCPU{User: 1, System: 0.9, Idle: 97.3, SoftIRQ: 0.7})
 			r.Purpose = PurposeSweep

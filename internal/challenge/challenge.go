@@ -10,6 +10,13 @@
 // caller provides: how to start a server (in its quota, on its cores) and how to run one
 // trial of users against it (the load generator, on other cores). It knows no command line.
 //
+// A score is the server's only on a quiet host. During each trial it also measures the
+// host's other work, as the ceiling sweep does (procstat: the host's busy CPU less that of
+// this process and everything it started, the servers and the generator among them;
+// otherwork.go). A judged trial beside other work of Config.OtherCores or more is
+// host-busy: it scores nothing, the search stops there, and the report says so with the
+// other work's cores instead of a number, and asks for a quiet run.
+//
 // Non-goals: choosing cores or making the quota (the caller's), a server's correctness
 // (the 42 checks are elsewhere).
 package challenge
@@ -47,6 +54,15 @@ type Config struct {
 	Users int
 	// Logf, when set, receives a line per trial.
 	Logf func(format string, args ...any)
+	// OtherCores: a judged trial during which the host's other work (its busy CPU less
+	// this process's and its descendants': the servers, the generator) reached this many
+	// cores on average is host-busy and scores nothing. Default 0.1, the ceiling sweep's
+	// (internal/ceiling.Thresholds.OtherCores).
+	OtherCores float64
+
+	// otherWork starts measuring the host's other work over one trial; its stop returns
+	// the cores. Default measureOtherWork; tests replace it.
+	otherWork func() (stop func() (float64, error), err error)
 }
 
 // Trial is one trial against one server, with the server's CPU.
@@ -56,6 +72,12 @@ type Trial struct {
 	// ramps included; PerRequest is CPU over the trial's requests.
 	CPU        time.Duration `json:"cpu_ns"`
 	PerRequest time.Duration `json:"cpu_per_request_ns"`
+	// OtherCores is the host's other work over the trial, in cores (OtherCores' rule);
+	// -1 when it could not be measured.
+	OtherCores float64 `json:"other_cores"`
+	// HostBusy: a judged trial beside other work of Config.OtherCores or more; it is not
+	// scored, whatever its verdict (Pass is false).
+	HostBusy bool `json:"host_busy,omitempty"`
 }
 
 // Score is one server's outcome.
@@ -70,10 +92,21 @@ type Score struct {
 	// GeneratorLimit is the fewest users of a trial whose generator was saturated (that
 	// trial was not scored; 0: none was): the score is then the generator's limit, and the
 	// server's may be higher.
-	GeneratorLimit int     `json:"generator_limit,omitempty"`
-	Trials         []Trial `json:"trials"`
+	GeneratorLimit int `json:"generator_limit,omitempty"`
+	// HostBusy, when set, is the trial that ran beside other work (Config.OtherCores): the
+	// server was not measured alone, so Users is 0 and the search stopped there.
+	HostBusy *BusyTrial `json:"host_busy,omitempty"`
+	Trials   []Trial    `json:"trials"`
 	// Err is why the measurement stopped early, if it did.
 	Err string `json:"error,omitempty"`
+}
+
+// BusyTrial is the trial that made a score host-busy.
+type BusyTrial struct {
+	Phase      string  `json:"phase"`
+	Users      int     `json:"users"`
+	OtherCores float64 `json:"other_cores"`
+	Threshold  float64 `json:"threshold"`
 }
 
 // Best is the trial of Users (the confirmation when there was one), or nil.
@@ -94,6 +127,12 @@ func (s Score) Best() *Trial {
 func Run(ctx context.Context, cfg Config) ([]Score, error) {
 	if cfg.Search.Trial == nil {
 		return nil, errors.New("run challenge: Search.Trial is nil")
+	}
+	if cfg.OtherCores <= 0 {
+		cfg.OtherCores = 0.1
+	}
+	if cfg.otherWork == nil {
+		cfg.otherWork = measureOtherWork
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -130,38 +169,75 @@ func score(ctx context.Context, cfg Config, srv Server, logf func(string, ...any
 			logf("%s: stop: %v", srv.Name, err)
 		}
 	}()
-	var cpus []time.Duration // one per trial, in order, paired with the steps by OnStep
+	// One of each per trial, in order, paired with the steps by OnStep.
+	var cpus []time.Duration
+	var others []float64
 	search := cfg.Search
 	search.Run.URL = url
 	inner := search.Trial
 	search.Trial = func(ctx context.Context, rc journey.Config) (journey.Result, error) {
+		if sc.HostBusy != nil {
+			// The last trial ran beside other work: the search ends without a score.
+			return journey.Result{}, errHostBusy
+		}
 		s, err := procstat.Start(procstat.Config{PID: pid})
 		if err != nil {
 			return journey.Result{}, fmt.Errorf("sample %s: %w", srv.Name, err)
 		}
+		stopOther, err := cfg.otherWork()
+		if err != nil {
+			s.Stop()
+			return journey.Result{}, fmt.Errorf("measure the host's other work: %w", err)
+		}
 		r, err := inner(ctx, rc)
 		sum := s.Stop()
+		other, oerr := stopOther()
+		if oerr != nil {
+			logf("%s: measure the host's other work: %v", srv.Name, oerr)
+			other = -1
+		}
 		cpus = append(cpus, time.Duration((sum.UserSec+sum.SysSec)*float64(time.Second)))
+		others = append(others, other)
 		return r, err
 	}
 	search.OnStep = func(step journey.SearchStep) {
-		t := Trial{SearchStep: step}
+		t := Trial{SearchStep: step, OtherCores: -1}
 		if n := len(cpus); n > 0 {
-			t.CPU = cpus[n-1]
+			t.CPU, t.OtherCores = cpus[n-1], others[n-1]
 			if step.Result.Requests > 0 {
 				t.PerRequest = t.CPU / time.Duration(step.Result.Requests)
 			}
 		}
+		if step.Phase != journey.PhaseWarmup && t.OtherCores >= cfg.OtherCores {
+			t.HostBusy, t.Pass = true, false
+			if sc.HostBusy == nil {
+				sc.HostBusy = &BusyTrial{Phase: step.Phase, Users: step.Users, OtherCores: t.OtherCores, Threshold: cfg.OtherCores}
+			}
+		}
 		sc.Trials = append(sc.Trials, t)
 		logf("%s: %s %d users (%s user-equivalents): %s", srv.Name, step.Phase, step.Users,
-			groupDigits(float64(step.Users)*ts), trialLine(t))
+			groupDigits(float64(step.Users)*ts), trialLine(t, cfg.OtherCores))
 	}
+	err = runTrials(ctx, cfg, search, &sc)
+	if sc.HostBusy != nil {
+		// No number from a host that was not quiet, not even that of a trial that passed
+		// before the other work began: the search did not finish.
+		sc.Users, sc.Confirmed, sc.GeneratorLimit = 0, false, 0
+	}
+	sc.UserEquivalents = float64(sc.Users) * ts
+	return sc, err
+}
+
+// runTrials runs the one trial of cfg.Users, or the search, through search (whose Trial
+// and OnStep record into sc), and records the outcome in sc. A search that a host-busy
+// trial ended is no error.
+func runTrials(ctx context.Context, cfg Config, search journey.SearchConfig, sc *Score) error {
 	if cfg.Users > 0 {
 		rc := search.Run
 		rc.Users = cfg.Users
 		r, err := search.Trial(ctx, rc)
 		if err != nil {
-			return sc, err
+			return err
 		}
 		invalid := r.Health.Saturated
 		search.OnStep(journey.SearchStep{Phase: "trial", Users: cfg.Users, Ramp: rc.Ramp, Hold: rc.Hold,
@@ -171,23 +247,23 @@ func score(ctx context.Context, cfg Config, srv Server, logf func(string, ...any
 		} else if r.Pass {
 			sc.Users = cfg.Users // one trial: nothing to confirm
 		}
-	} else {
-		res, err := journey.Search(ctx, search)
-		sc.Users, sc.Confirmed, sc.GeneratorLimit = res.Best, res.Confirmed, res.GeneratorLimit
-		if err != nil {
-			sc.UserEquivalents = float64(sc.Users) * ts
-			return sc, err
-		}
+		return nil
 	}
-	sc.UserEquivalents = float64(sc.Users) * ts
-	return sc, nil
+	res, err := journey.Search(ctx, search)
+	sc.Users, sc.Confirmed, sc.GeneratorLimit = res.Best, res.Confirmed, res.GeneratorLimit
+	if errors.Is(err, errHostBusy) {
+		return nil // the report says why there is no score
+	}
+	return err
 }
 
-// trialLine is one trial's verdict and figures.
-func trialLine(t Trial) string {
+// trialLine is one trial's verdict and figures; threshold is Config.OtherCores.
+func trialLine(t Trial, threshold float64) string {
 	r := t.Result
 	verdict := "PASS"
 	switch {
+	case t.HostBusy:
+		verdict = fmt.Sprintf("HOST-BUSY, not scored: other work %.2f cores (threshold %.2f)", t.OtherCores, threshold)
 	case t.Invalid:
 		verdict = "INVALID, not scored: generator SATURATED (" + r.Health.Reason() + ")"
 	case !t.Pass:
@@ -196,6 +272,9 @@ func trialLine(t Trial) string {
 	hold := holdStage(r)
 	line := fmt.Sprintf("%s; hold %s req/s, p95 %s, p99 %s, failures %d of %d; server CPU %s per request; %s",
 		verdict, groupDigits(hold.RPS), ms(r.Latency.P95), ms(r.Latency.P99), r.Failures, r.Requests, us(t.PerRequest), r.Health)
+	if !t.HostBusy && t.OtherCores >= 0 {
+		line += fmt.Sprintf("; other work %.2f cores", t.OtherCores)
+	}
 	for _, w := range r.PortWarnings { // the likely cause of a SATURATED verdict, said before it is guessed
 		line += "; generator ports: " + w
 	}
@@ -236,6 +315,10 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 	fmt.Fprintln(tw, "server\tscore (user-equivalents)\tconfirmed\thold req/s\tp95\tp99\tCPU per request\t")
 	for _, s := range scores {
 		b := s.Best()
+		if s.HostBusy != nil {
+			fmt.Fprintf(tw, "%s\thost-busy\t-\t-\t-\t-\t-\t\n", s.Server)
+			continue
+		}
 		if b == nil {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t\n", s.Server, groupDigits(s.UserEquivalents))
 			continue
@@ -248,6 +331,13 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 	for _, s := range scores {
 		if s.Err != "" {
 			fmt.Fprintf(w, "%s stopped early: %s\n", s.Server, s.Err)
+		}
+		if b := s.HostBusy; b != nil {
+			fmt.Fprintf(w, "%s: HOST-BUSY, no score: other work on this host took %.2f cores during the trial of %s users (%s user-equivalents), "+
+				"at or above the %.2f the score allows (the servers, the generator and this command not counted): the trial measured the host, not the server. "+
+				"Run again on a quiet host: stop what else runs there (top shows it).\n",
+				s.Server, b.OtherCores, groupDigits(float64(b.Users)), groupDigits(float64(b.Users)*ts), b.Threshold)
+			continue
 		}
 		if s.GeneratorLimit > 0 {
 			// The score is the generator's limit only if the server failed no judged trial
@@ -267,7 +357,7 @@ func WriteReport(w io.Writer, scores []Score, search journey.SearchConfig, cores
 			}
 		}
 	}
-	if len(scores) > 1 && scores[1].UserEquivalents > 0 {
+	if len(scores) > 1 && scores[0].HostBusy == nil && scores[1].UserEquivalents > 0 {
 		fmt.Fprintf(w, "%s ÷ %s: %.2f× the users\n", scores[0].Server, scores[1].Server, scores[0].UserEquivalents/scores[1].UserEquivalents)
 	}
 }

@@ -3,7 +3,9 @@ package challenge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +64,8 @@ func TestRun(t *testing.T) {
 			scores, err := Run(context.Background(), Config{
 				Servers: []Server{fakeServer("ours", &started), fakeServer("peer", &started)},
 				Search:  search, Users: tt.users,
-				Logf: func(f string, a ...any) { lines = append(lines, f) },
+				Logf:      func(f string, a ...any) { lines = append(lines, f) },
+				otherWork: fakeOtherWork(0),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -109,15 +112,100 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// fakeOtherWork measures each trial's other work as the next of cores (the last one
+// again once they are used up).
+func fakeOtherWork(cores ...float64) func() (func() (float64, error), error) {
+	i := 0
+	return func() (func() (float64, error), error) {
+		c := cores[min(i, len(cores)-1)]
+		i++
+		return func() (float64, error) { return c, nil }, nil
+	}
+}
+
+// TestRunHostBusy: a judged trial beside other work of OtherCores or more scores nothing,
+// ends the search, and the report says so with the other work's cores instead of a
+// number; a warm-up beside it is not judged, and other work under the threshold is only
+// reported.
+func TestRunHostBusy(t *testing.T) {
+	tests := []struct {
+		name      string
+		users     int       // 0: the search
+		warmup    int       // users of the warm-up; 0 none
+		other     []float64 // each trial's other work, in order
+		threshold float64   // Config.OtherCores; 0 the default
+		wantBusy  int       // users of the host-busy trial; 0 none
+		wantUsers int
+		trials    int
+	}{
+		{"one trial beside a busy loop", 4000, 0, []float64{1.08}, 0, 4000, 0, 1},
+		{"one quiet trial", 4000, 0, []float64{0.02}, 0, 0, 4000, 1},
+		{"the search, busy from its second trial", 0, 0, []float64{0.01, 0.6}, 0, 5000, 0, 2},
+		{"a busy warm-up is not judged", 0, 1000, []float64{0.9, 0}, 0, 0, 7000, 10},
+		{"a higher threshold", 4000, 0, []float64{1.08}, 2, 0, 4000, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var started, lines []string
+			warmup := -1
+			if tt.warmup > 0 {
+				warmup = tt.warmup
+			}
+			search := journey.SearchConfig{Run: journey.Config{TimeScale: 2, Hold: time.Second}, Warmup: warmup, Trial: fakeTrial(7000)}
+			scores, err := Run(context.Background(), Config{
+				Servers: []Server{fakeServer("ours", &started), fakeServer("peer", &started)}, Search: search, Users: tt.users,
+				Logf:       func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) },
+				OtherCores: tt.threshold, otherWork: fakeOtherWork(tt.other...),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := scores[0]
+			if s.Users != tt.wantUsers || s.UserEquivalents != 2*float64(tt.wantUsers) || len(s.Trials) != tt.trials {
+				t.Errorf("score %d users (%v UE) after %d trials, want %d after %d", s.Users, s.UserEquivalents, len(s.Trials), tt.wantUsers, tt.trials)
+			}
+			var b strings.Builder
+			WriteReport(&b, scores, search, 0.2, "")
+			out := b.String()
+			if tt.wantBusy == 0 {
+				if s.HostBusy != nil || strings.Contains(out, "host-busy") || strings.Contains(out, "HOST-BUSY") {
+					t.Errorf("host busy %+v, want none:\n%s", s.HostBusy, out)
+				}
+				return
+			}
+			last := s.Trials[len(s.Trials)-1]
+			if s.HostBusy == nil || s.HostBusy.Users != tt.wantBusy || !last.HostBusy || last.Pass || s.Confirmed {
+				t.Fatalf("host busy %+v, last trial %+v: want the trial of %d users host-busy, not passed, and the search ended there", s.HostBusy, last, tt.wantBusy)
+			}
+			want := fmt.Sprintf("ours: HOST-BUSY, no score: other work on this host took %.2f cores during the trial of %s users", last.OtherCores, groupDigits(float64(tt.wantBusy)))
+			for _, w := range []string{want, "Run again on a quiet host"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("report lacks %q:\n%s", w, out)
+				}
+			}
+			if !regexp.MustCompile(`\bours +host-busy +- `).MatchString(out) {
+				t.Errorf("report's table does not put host-busy in place of ours's score:\n%s", out)
+			}
+			if strings.Contains(out, "× the users") {
+				t.Errorf("report compares a host-busy score:\n%s", out)
+			}
+			if l := lines[len(s.Trials)-1]; !strings.Contains(l, fmt.Sprintf("HOST-BUSY, not scored: other work %.2f cores (threshold 0.10)", last.OtherCores)) {
+				t.Errorf("trial line %q does not say host-busy", l)
+			}
+		})
+	}
+}
+
 func TestRunGoesOnAfterAFailedServer(t *testing.T) {
 	var started []string
 	bad := Server{Name: "broken", Start: func(context.Context) (int, string, func() error, error) {
 		return 0, "", nil, errors.New("no such binary")
 	}}
 	scores, err := Run(context.Background(), Config{
-		Servers: []Server{bad, fakeServer("peer", &started)},
-		Search:  journey.SearchConfig{Run: journey.Config{TimeScale: 1}, Trial: fakeTrial(100)},
-		Users:   50,
+		Servers:   []Server{bad, fakeServer("peer", &started)},
+		Search:    journey.SearchConfig{Run: journey.Config{TimeScale: 1}, Trial: fakeTrial(100)},
+		Users:     50,
+		otherWork: fakeOtherWork(0),
 	})
 	if err != nil || len(scores) != 2 || !strings.Contains(scores[0].Err, "no such binary") || scores[1].Users != 50 {
 		t.Errorf("scores %+v, %v: want the broken server's error and the peer measured", scores, err)
@@ -151,7 +239,7 @@ func TestTrialLinePortWarnings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr Trial
 			tr.Result.PortWarnings = tc.warnings
-			line := trialLine(tr)
+			line := trialLine(tr, 0.1)
 			if got := strings.Contains(line, "generator ports:"); got != (tc.want != "") || !strings.Contains(line, tc.want) {
 				t.Errorf("trialLine = %q, want %q in it", line, tc.want)
 			}

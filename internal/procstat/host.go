@@ -33,6 +33,16 @@ type Host struct {
 // CPUSince is the host's CPU split from the reading h0 to h, in percent of all CPUs.
 func (h Host) CPUSince(h0 Host) HostCPU { return hostPercent(h0.All, h.All) }
 
+// OtherCores is the CPU the host spent over c's interval on work its caller did not
+// account for, in cores: the busy time (all but idle and I/O wait, so other processes,
+// steal and interrupts charged to no process count) of a host of cores CPUs, less
+// accounted (the cores of the processes the caller measured, and any work it charges to
+// them), never below 0. It is how a measurement tells that it was not alone on the host:
+// the ceiling sweep's host-busy verdict and the challenge's quiet-host rule both read it.
+func (c HostCPU) OtherCores(cores int, accounted float64) float64 {
+	return max(0, (100-c.Idle-c.IOWait)/100*float64(cores)-accounted)
+}
+
 // ReadHost reads Host from the proc file system at root ("" for /proc).
 func ReadHost(root string) (Host, error) {
 	if root == "" {

@@ -39,6 +39,28 @@ func TestHostCPUSince(t *testing.T) {
 	}
 }
 
+func TestOtherCores(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		c         HostCPU
+		cores     int
+		accounted float64
+		want      float64
+	}{
+		{"quiet: the measured processes are all the host did", HostCPU{User: 35, System: 15, Idle: 50}, 2, 1, 0},
+		{"a busy loop beside them", HostCPU{User: 80, System: 15, Idle: 5}, 2, 0.9, 1},
+		{"I/O wait is not work", HostCPU{User: 25, Idle: 25, IOWait: 50}, 4, 1, 0},
+		{"steal counts", HostCPU{User: 25, Steal: 25, Idle: 50}, 4, 1, 1},
+		{"more accounted than busy (ticks): 0", HostCPU{User: 10, Idle: 90}, 2, 0.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.c.OtherCores(tc.cores, tc.accounted); got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("OtherCores(%d, %v) = %v, want %v", tc.cores, tc.accounted, got, tc.want)
+			}
+		})
+	}
+}
+
 func FuzzParseCPUs(f *testing.F) {
 	f.Add("cpu  1 2 3 4\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
 	f.Add("cpux 1 2 3 4\n")
