@@ -17,7 +17,7 @@ SECRET_ENV   = $(if $(JWT_SECRET),JWT_SECRET=$(JWT_SECRET),JWT_SECRET_FILE=$(SEC
 # Tests build the seed once per generator version into this cache and copy it per test.
 export ONEHOST_SEED_CACHE ?= $(CURDIR)/.cache/seed
 
-.PHONY: all build run run-worker seed reset-db FORCE test test-short seed-cache bench bench-feed fuzz vet clean
+.PHONY: all build run run-worker seed reset-db FORCE test test-short seed-cache bench bench-feed fuzz vet lint clean
 .PHONY: nginx nginx-stop nginx-fd-demo bench-workloads
 .PHONY: ceiling ceiling-quick challenge challenge-quick
 .PHONY: reliability
@@ -75,10 +75,8 @@ reset-db: $(SEED)
 	cp $(SEED) $(DB)
 
 # test: the seed cache is filled by the hash test without -race (the race detector makes
-# the generator ~10x slower), then the whole suite runs with -race.
-test: seed-cache
-	$(GO) vet ./...
-	$(GO) vet -C bench/experiments ./...
+# the generator ~10x slower), the linters run, then the whole suite runs with -race.
+test: seed-cache lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -C bench/experiments -race -count=1 -timeout 5m ./...
 
@@ -91,6 +89,13 @@ test-short:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -C bench/experiments ./...
+
+# lint: go vet and staticcheck (pinned; fetched from the module proxy on first use) over
+# both modules.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: vet
+	$(STATICCHECK) ./...
+	cd bench/experiments && $(STATICCHECK) ./...
 
 # bench: Go micro-benchmarks (CPU and allocations per operation) of the hot paths.
 bench: seed-cache

@@ -11,7 +11,7 @@ import (
 
 	"github.com/onehost/onehost/internal/balancer"
 	"github.com/onehost/onehost/internal/ceiling"
-	"github.com/onehost/onehost/internal/fleetns"
+	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -26,7 +26,7 @@ func TestFleetCeiling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the cluster and the generator and runs a fleet")
 	}
-	fleetns.Check(t)
+	fleetnstest.Check(t)
 	if _, err := balancer.LookHAProxy(); err != nil {
 		proctest.Missing(t, err.Error())
 	}

@@ -27,7 +27,7 @@ type common struct {
 	out, work                               string
 	supervisor, worker, autocannon, wrk     string
 	config, seed, tokens, mixScript, secret string
-	workloads, n, genCPUs                   string
+	workloads, genCPUs                      string
 	compress                                string
 	d, warmup                               time.Duration
 	connsPerWorker, pipelining, serverCPU0  int
@@ -98,13 +98,6 @@ func secretEnv(secret string) []string {
 		env = append(env, "ALLOW_CHALLENGE_SECRET=1")
 	}
 	return env
-}
-
-func envOr(getenv func(string) string, k, d string) string {
-	if v := getenv(k); v != "" {
-		return v
-	}
-	return d
 }
 
 // sibling is the program name beside this executable when it exists there, else def.

@@ -23,23 +23,23 @@ func TestRunCheckEnvFile(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("instances: 1\nlisten: 127.0.0.1:0\ncwd: %s\ncommand: [%s, -e, '1']\n", dir, os.Args[0])), 0o600)
 	envFile := filepath.Join(dir, "onehost.env")
 	os.WriteFile(envFile, []byte("# the workers' environment\nSQLITE_PATH=feed.db\nJWT_SECRET_FILE=\"secret\"\n"), 0o600)
-	check := func(args ...string) (error, string) {
+	check := func(args ...string) (string, error) {
 		var errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"run", "-check", "-config", cfg, "-socket", filepath.Join(dir, "s.sock")}, args...),
 			func(string) string { return "" }, io.Discard, &errOut)
-		return err, errOut.String()
+		return errOut.String(), err
 	}
-	if err, out := check(); err != nil || !strings.Contains(out, "configuration ok") {
+	if out, err := check(); err != nil || !strings.Contains(out, "configuration ok") {
 		t.Fatalf("run -check of a program that is not our worker = %v (%s), want ok", err, out)
 	}
-	if err, out := check("-env-file", envFile); err != nil || !strings.Contains(out, "configuration ok") {
+	if out, err := check("-env-file", envFile); err != nil || !strings.Contains(out, "configuration ok") {
 		t.Errorf("run -check -env-file = %v (%s), want ok", err, out)
 	}
-	if err, _ := check("-env-file", filepath.Join(dir, "absent.env")); err == nil || !strings.Contains(err.Error(), "env-file") {
+	if _, err := check("-env-file", filepath.Join(dir, "absent.env")); err == nil || !strings.Contains(err.Error(), "env-file") {
 		t.Errorf("run -check -env-file ABSENT = %v, want an env-file error", err)
 	}
 	os.WriteFile(filepath.Join(dir, "bad.env"), []byte("SQLITE_PATH feed.db\n"), 0o600)
-	if err, _ := check("-env-file", filepath.Join(dir, "bad.env")); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if _, err := check("-env-file", filepath.Join(dir, "bad.env")); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("run -check -env-file BAD = %v, want the line named", err)
 	}
 	// The missing script of a node app: named.

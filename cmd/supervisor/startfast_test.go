@@ -16,8 +16,8 @@ import (
 )
 
 // startCmd runs `supervisor start ARGS` (the test binary as the supervisor) in the given
-// environment, and returns its output, error and how long it took.
-func startCmd(t *testing.T, env []string, args ...string) (string, error, time.Duration) {
+// environment, and returns its output, how long it took and its error.
+func startCmd(t *testing.T, env []string, args ...string) (string, time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -25,7 +25,7 @@ func startCmd(t *testing.T, env []string, args ...string) (string, error, time.D
 	cmd.Env = append(env, roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0")
 	began := time.Now()
 	out, err := cmd.CombinedOutput()
-	return string(out), err, time.Since(began)
+	return string(out), time.Since(began), err
 }
 
 // envWithout is this process's environment less the named variables.
@@ -74,7 +74,7 @@ func TestStartRefusesWhatCheckRefuses(t *testing.T) {
 			cfg := filepath.Join(dir, "cluster.yaml")
 			os.WriteFile(cfg, []byte(tc.config), 0o600)
 			sock := filepath.Join(dir, "s.sock")
-			out, err, took := startCmd(t, envWithout("SQLITE_PATH", "JWT_SECRET", "JWT_SECRET_FILE"), cfg, "-socket", sock)
+			out, took, err := startCmd(t, envWithout("SQLITE_PATH", "JWT_SECRET", "JWT_SECRET_FILE"), cfg, "-socket", sock)
 			c := &runningCluster{socket: sock}
 			t.Cleanup(func() { c.cmd("kill") })
 			if err == nil {
@@ -130,7 +130,7 @@ func TestStartCrashLoop(t *testing.T) {
 			script := filepath.Join(dir, "crash.sh")
 			os.WriteFile(script, []byte("#!/bin/sh\necho '"+reason+"' >&2\nexit 1\n"), 0o700)
 			sock := filepath.Join(dir, "s.sock")
-			out, err, took := startCmd(t, envWithout(), append(tc.args(dir, script), "-socket", sock)...)
+			out, took, err := startCmd(t, envWithout(), append(tc.args(dir, script), "-socket", sock)...)
 			c := &runningCluster{socket: sock}
 			t.Cleanup(func() { c.cmd("kill") })
 			if err == nil {

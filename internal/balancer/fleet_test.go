@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/fleetns"
+	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
 	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -118,10 +119,10 @@ type fleet struct {
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	fleetns.Check(t)
+	fleetnstest.Check(t)
 	needHAProxy(t)
 	needNft(t)
-	f := &fleet{net: fleetns.New(t, 2)}
+	f := &fleet{net: fleetnstest.New(t, 2)}
 	bin := workerBinary(t)
 	db := seedtest.Path(t) // one copy: both hosts are on this machine
 	dir := t.TempDir()

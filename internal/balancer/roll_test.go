@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/fleetns"
+	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -390,10 +391,10 @@ type rollFleet struct {
 
 func newRollFleet(t *testing.T) *rollFleet {
 	t.Helper()
-	fleetns.Check(t)
+	fleetnstest.Check(t)
 	needHAProxy(t)
 	needNft(t)
-	f := &rollFleet{net: fleetns.New(t, 2), bin: rollBinaries(t)}
+	f := &rollFleet{net: fleetnstest.New(t, 2), bin: rollBinaries(t)}
 	for i, ns := range f.net.Hosts {
 		h := &rollHost{name: "h" + strconv.Itoa(i), ns: ns, bin: f.bin, dir: t.TempDir(), db: seedtest.Path(t)}
 		t.Cleanup(func() {

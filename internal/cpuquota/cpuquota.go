@@ -206,7 +206,7 @@ func limitOf(root string, b []byte) float64 {
 		}
 		ctls, path := parts[1], filepath.Clean("/"+parts[2])
 		var dirs []string // the cgroup's directory and its ancestors' under one mount
-		read := func(dir string) float64 { return 0 }
+		var read func(dir string) float64
 		switch {
 		case ctls == "":
 			if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {

@@ -15,6 +15,7 @@ import (
 // The test binary is also a busy process: with CPUQUOTA_SPIN=1 it spins until killed.
 func TestMain(m *testing.M) {
 	if os.Getenv("CPUQUOTA_SPIN") == "1" {
+		//lint:ignore SA5002 it spins on purpose: the busy process the quota holds
 		for {
 		}
 	}

@@ -11,21 +11,16 @@
 // every host directly too (its agent, its server). Nothing is sent anywhere else. The
 // hosts share this machine's processes and files, not its network; a process runs in one
 // with Command (nsenter). Everything is removed when the test ends, failed or not (Make:
-// when its cleanup is called).
-// Where namespaces cannot be had it skips the test with the reason (fails it where CI
-// requires the programs: package proctest).
+// when its cleanup is called). Tests make it with package fleetnstest, which skips a test
+// where namespaces cannot be had.
 package fleetns
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"testing"
-
-	"github.com/onehost/onehost/internal/proctest"
 )
 
 // NS is one namespace of the fleet.
@@ -48,31 +43,6 @@ type Net struct {
 	// OuterLink is this namespace's end of the link to the balancer (its counters in
 	// /sys/class/net/NAME/statistics are every byte between the clients and the fleet).
 	OuterLink string
-}
-
-// Check skips tb (fails it in CI) unless this process can make the fleet.
-func Check(tb testing.TB) {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		proctest.Missing(tb, "network namespaces need root")
-	}
-	for _, p := range []string{"ip", "nsenter"} {
-		if _, err := exec.LookPath(p); err != nil {
-			proctest.Missing(tb, p+" not installed (Debian: iproute2, util-linux; .ci/run installs them)")
-		}
-	}
-}
-
-// New makes a balancer namespace with n hosts behind it, removed when the test ends.
-func New(t testing.TB, n int) *Net {
-	t.Helper()
-	Check(t)
-	f, cleanup, err := Make(n)
-	t.Cleanup(cleanup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // Make makes a balancer namespace with n hosts behind it outside a test (`ceiling fleet`);

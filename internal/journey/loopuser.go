@@ -114,7 +114,10 @@ func (u *luser) dial(now int64) {
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) // as Go's dialer does
 	if a := u.r.spread.For(u.vu - 1); a.IsValid() && a.Is4() && u.l.family == unix.AF_INET {
-		if err := srcaddr.NoPort(fd); err == nil {
+		// One err for both: a failed bind once went unseen (the if's own err), and the
+		// user connected from the machine's address instead of its own.
+		err = srcaddr.NoPort(fd)
+		if err == nil {
 			err = unix.Bind(fd, &unix.SockaddrInet4{Addr: a.As4()})
 		}
 		if err != nil {

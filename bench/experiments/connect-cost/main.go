@@ -548,7 +548,6 @@ func startHolder() (*holder, error) {
 // hold keeps every descriptor sent on sock until its other end closes.
 func hold(sock *os.File) error {
 	fd := int(sock.Fd())
-	var held [][]int // kept only so that nothing closes them
 	oob := make([]byte, unix.CmsgSpace(253*4))
 	buf := make([]byte, 1)
 	for {
@@ -566,11 +565,11 @@ func hold(sock *os.File) error {
 			return fmt.Errorf("parse: %w", err)
 		}
 		for _, m := range msgs {
-			fds, err := unix.ParseUnixRights(&m)
-			if err != nil {
+			// The descriptors are raw ints: nothing closes them before this process exits,
+			// which is what holding them means.
+			if _, err := unix.ParseUnixRights(&m); err != nil {
 				return fmt.Errorf("parse: %w", err)
 			}
-			held = append(held, fds)
 		}
 	}
 }
