@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onehost/onehost/internal/control"
 )
 
 // workerCalls are the requests a worker makes on the control socket in
@@ -124,5 +128,30 @@ func TestWorkerRefusedControl(t *testing.T) {
 	// The operator (here the test process, which is also the supervisor) is not refused.
 	if out, err := c.cmd("reload"); err != nil {
 		t.Errorf("reload from outside the workers: %v (%s)", err, out)
+	}
+}
+
+// TestControlVersionHeader: every answer of the control socket says the protocol's
+// version, so that a client of another version can tell (control.Error).
+func TestControlVersionHeader(t *testing.T) {
+	t.Parallel()
+	c := startRun(t, fmt.Sprintf("instances: 1\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "--", os.Args[0])
+	cl := control.NewClient(c.socket)
+	for _, path := range []string{control.PathStatus, "/no-such-route"} {
+		resp, err := cl.Do(context.Background(), "GET", path, nil)
+		var ce *control.Error
+		switch {
+		case err == nil:
+			resp.Body.Close()
+			if v := resp.Header.Get(control.VersionHeader); v != strconv.Itoa(control.Version) {
+				t.Errorf("GET %s: %s %q, want %d", path, control.VersionHeader, v, control.Version)
+			}
+		case errors.As(err, &ce):
+			if ce.Peer != strconv.Itoa(control.Version) {
+				t.Errorf("GET %s: %s %q, want %d", path, control.VersionHeader, ce.Peer, control.Version)
+			}
+		default:
+			t.Errorf("GET %s: %v", path, err)
+		}
 	}
 }
