@@ -2,18 +2,23 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/configs"
+	"github.com/onehost/onehost/internal/balancer"
 	"github.com/onehost/onehost/internal/cluster/clustertest"
+	"github.com/onehost/onehost/internal/proctest"
 )
 
 // askAgent is HAProxy's agent-check: connect, read the line, close.
@@ -72,16 +77,37 @@ func TestAgentAnswers(t *testing.T) {
 		act  func(t *testing.T)
 		want string
 	}{
-		{"all online", func(t *testing.T) {}, "up ready 100%\n"},
+		{"all online: up, no ready (it would end a drain the operator made elsewhere)", func(t *testing.T) {}, "up 100%\n"},
 		{"drained", func(t *testing.T) {
-			if out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s"); err != nil {
-				t.Fatalf("drain: %v\n%s", err, out)
+			// A balancer asks meanwhile, as HAProxy does every agent-inter: drain names it.
+			stop := make(chan struct{})
+			asked := make(chan struct{})
+			go func() {
+				defer close(asked)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					if c, err := net.Dial("tcp", agentAddr); err == nil {
+						io.WriteString(c, "haproxy\n")
+						io.Copy(io.Discard, c)
+						c.Close()
+					}
+				}
+			}()
+			out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s")
+			close(stop)
+			<-asked
+			if err != nil || !strings.Contains(out, "HAProxy at 127.0.0.1 heard drain") {
+				t.Fatalf("drain: %v\n%s; want the balancer that heard it named", err, out)
 			}
 			if out, _ := c.cmd("status"); !strings.Contains(out, "drained") {
 				t.Errorf("status does not show the drain:\n%s", out)
 			}
 		}, "drain #drained\n"},
-		{"ready again", func(t *testing.T) {
+		{"ready again: ready, to end the drain it announced", func(t *testing.T) {
 			if out, err := c.cmd("ready"); err != nil {
 				t.Fatalf("ready: %v\n%s", err, out)
 			}
@@ -89,13 +115,13 @@ func TestAgentAnswers(t *testing.T) {
 		{"1 of 4 online", func(t *testing.T) {
 			os.WriteFile(mode, []byte("notready"), 0o600) // their successors never say ready
 			kill(t, 1, 2, 3)
-		}, "up ready 25%\n"},
+		}, "up 25%\n"},
 		{"none serving", func(t *testing.T) { kill(t, 0) }, "down #no worker serves\n"},
-		{"stopping", func(t *testing.T) {
+		{"stopping: down, which a restarted supervisor's up ends", func(t *testing.T) {
 			if out, err := c.cmd("stop"); err != nil {
 				t.Fatalf("stop: %v\n%s", err, out)
 			}
-		}, "drain #stopping\n"},
+		}, "down #stopping\n"},
 	}
 	for _, tt := range tests {
 		if !t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +177,7 @@ func TestDrainAndReady(t *testing.T) {
 		l.Finish(t) // bounded: stopped before the drain
 		const quiet = time.Second
 		began := time.Now()
-		out, err := c.cmd("drain", "-quiet", quiet.String(), "-timeout", "30s")
+		out, err := c.cmd("drain", "-quiet", quiet.String(), "-timeout", "30s", "-no-balancer")
 		took := time.Since(began)
 		if err != nil || !strings.Contains(out, "quiet: no request for 1s") {
 			t.Fatalf("drain = %v\n%s", err, out)
@@ -166,7 +192,7 @@ func TestDrainAndReady(t *testing.T) {
 	t.Run("times out while requests go on", func(t *testing.T) {
 		l := gentle()
 		defer l.Finish(t) // Connection: close costs the clients no request
-		out, err := c.cmd("drain", "-quiet", "1s", "-timeout", "3s")
+		out, err := c.cmd("drain", "-quiet", "1s", "-timeout", "3s", "-no-balancer")
 		if err == nil || !strings.Contains(err.Error(), "requests still arriving after 3s") || !strings.Contains(err.Error(), "supervisor ready") {
 			t.Fatalf("drain under load = %v\n%s; want a timeout that says so", err, out)
 		}
@@ -196,7 +222,7 @@ func TestDrainAndReady(t *testing.T) {
 		if get(conn, br) {
 			t.Fatal("before the drain: Connection: close, want keep-alive")
 		}
-		if out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s"); err != nil {
+		if out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s", "-no-balancer"); err != nil {
 			t.Fatalf("drain: %v\n%s", err, out)
 		}
 		if !get(conn, br) {
@@ -228,4 +254,104 @@ func TestDrainAndReady(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+}
+
+// TestDrainHeardByHAProxy: a real HAProxy in front of a real supervisor with its agent.
+// `supervisor drain` names HAProxy as the one that heard it and HAProxy shows the server
+// DRAIN; `ready` brings it back. A drain the operator sets through HAProxy's runtime API
+// stays, the agent on, until `supervisor ready` (the agent once said "ready" on every
+// check, which undid it ~1.5 s later).
+func TestDrainHeardByHAProxy(t *testing.T) {
+	t.Parallel()
+	bin, err := balancer.LookHAProxy()
+	if err != nil {
+		proctest.Missing(t, err.Error())
+	}
+	c := startRun(t, fmt.Sprintf("instances: 2\nstats_interval: 200ms\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv),
+		"-agent", "127.0.0.1:0", "--", os.Args[0])
+	st, err := c.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, agentPort, _ := net.SplitHostPort(st.Agent)
+	port, _ := strconv.Atoi(agentPort)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := ln.Addr().String()
+	ln.Close()
+	hp, err := balancer.StartHAProxy(context.Background(), []byte(configs.HAProxy), balancer.HAProxyOptions{Binary: bin, Dir: t.TempDir(),
+		Params: balancer.HAProxyParams{Listen: front, Servers: []balancer.Server{{Name: "h1", Addr: st.Addr, AgentAddr: "127.0.0.1", AgentPort: port}},
+			CheckInter: 200 * time.Millisecond, AgentInter: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hp.Stop()
+	status := func() string {
+		ss, err := hp.Stat()
+		if err != nil || len(ss) != 1 {
+			return fmt.Sprintf("show stat: %v %+v", err, ss)
+		}
+		return ss[0].Status
+	}
+	wait := func(what string, cond func(string) bool) {
+		t.Helper()
+		var last string
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if last = status(); cond(last) {
+				return
+			}
+		}
+		t.Fatalf("%s: HAProxy says %q", what, last)
+	}
+	isUp := func(s string) bool { return strings.HasPrefix(s, "UP") }
+	wait("h1 up", isUp)
+
+	out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s")
+	if err != nil || !strings.Contains(out, "at 127.0.0.1 heard drain") {
+		t.Fatalf("drain: %v\n%s; want HAProxy named", err, out)
+	}
+	wait("h1 drained by the agent", func(s string) bool { return strings.HasPrefix(s, "DRAIN") })
+	if out, err := c.cmd("ready"); err != nil {
+		t.Fatalf("ready: %v\n%s", err, out)
+	}
+	wait("h1 back", isUp)
+
+	if err := hp.SetState("h1", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // 25 agent checks
+	if s := status(); !strings.HasPrefix(s, "DRAIN") {
+		t.Fatalf("a drain set through the runtime API: %q 5 s later with the agent on, want DRAIN", s)
+	}
+	if out, err := c.cmd("ready"); err != nil {
+		t.Fatalf("ready: %v\n%s", err, out)
+	}
+	wait("h1 back after supervisor ready", isUp)
+}
+
+// TestDrainWithoutBalancer: a drain that no balancer hears says so, naming the agent's
+// address, and fails; the host stays drained.
+func TestDrainWithoutBalancer(t *testing.T) {
+	t.Parallel()
+	c := startRun(t, fmt.Sprintf("instances: 1\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "-agent", "127.0.0.1:0", "--", os.Args[0])
+	st, err := c.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd("drain", "-heard", "1s")
+	if err == nil || !strings.Contains(err.Error(), "no balancer asked the agent at "+st.Agent) || !strings.Contains(err.Error(), "-no-balancer") {
+		t.Fatalf("drain with no balancer: %v\n%s; want a failure naming %s", err, out, st.Agent)
+	}
+	if st, _ := c.status(); !st.Drained {
+		t.Error("the host is not drained after a drain no balancer heard")
+	}
+	noAgent := startRun(t, fmt.Sprintf("instances: 1\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "--", os.Args[0])
+	if out, err := noAgent.cmd("drain", "-heard", "1s"); err == nil || !strings.Contains(err.Error(), "runs no agent") {
+		t.Errorf("drain without an agent: %v\n%s", err, out)
+	}
+	if out, err := noAgent.cmd("drain", "-no-balancer", "-quiet", "200ms"); err != nil {
+		t.Errorf("drain -no-balancer: %v\n%s", err, out)
+	}
 }

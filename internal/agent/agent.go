@@ -5,15 +5,23 @@
 // relative to the server's configured weight.
 //
 // The answer for a host follows its workers and its operator:
-//   - "drain" while drained (`supervisor drain`) or stopping: HAProxy sends the host no
-//     new connection, and keeps those it has;
-//   - "down" when no worker serves;
-//   - otherwise "up ready N%", N the share of the wanted workers that serve, clamped to
-//     1..100: a host with 1 of its 4 workers takes a quarter of the traffic. "ready" is
-//     there because HAProxy leaves a drain an agent put it in only on that word (an "up"
-//     alone would leave the host drained after `supervisor ready`, or after a restart).
-//     It also ends a drain or maintenance set through HAProxy's runtime API, so a host
-//     with an agent is drained through its agent.
+//   - "drain" while drained (`supervisor drain`): HAProxy sends the host no new
+//     connection, and keeps those it has;
+//   - "down" while the supervisor stops, or when no worker serves: an operational state,
+//     which the next "up" ends by itself, so that a supervisor started again after a stop
+//     is back in the balancer without remembering that it said it;
+//   - otherwise "up N%", N the share of the wanted workers that serve, clamped to 1..100:
+//     a host with 1 of its 4 workers takes a quarter of the traffic.
+//
+// "drain" is an administrative state, and HAProxy leaves it only on the word "ready", which
+// also ends a drain or maintenance the operator set through HAProxy's runtime API. So the
+// agent says "ready" only on its own way out of a drain it announced: to each asker that
+// heard its "drain", once (until it has read it), and to every asker for a while after
+// `supervisor ready` (SetReady: the operator asks for the host back, whatever drained it).
+// A host drained through the runtime API stays drained until the operator readies it.
+//
+// The agent remembers who asked (Askers: the address, when, what it was told, what it
+// sent), so that `supervisor drain` can say which balancer heard it.
 //
 // Answers never wait on the cluster (State reads snapshots) nor on the asker: the line and
 // the end of the stream (FIN) are written the moment a connection is accepted, in the
@@ -41,6 +49,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// DefaultPort is the agent's port in the project's configurations, templates and docs
+// (HAProxy's agent-port).
+const DefaultPort = 9777
+
 // State is what an answer says of the host.
 type State struct {
 	// Online workers serve, out of Desired.
@@ -51,17 +63,21 @@ type State struct {
 	Stopping bool
 }
 
-// Answer is the reply line for st, newline included.
-func Answer(st State) string {
+// Answer is the reply line for st, newline included; ready adds "ready" to an "up" (the
+// way out of a drain: see the package comment).
+func Answer(st State, ready bool) string {
 	switch {
 	case st.Stopping:
-		return "drain #stopping\n"
+		return "down #stopping\n"
 	case st.Drained:
 		return "drain #drained\n"
 	case st.Online <= 0 || st.Desired <= 0:
 		return "down #no worker serves\n"
 	}
-	return "up ready " + strconv.Itoa(Weight(st.Online, st.Desired)) + "%\n"
+	if ready {
+		return "up ready " + strconv.Itoa(Weight(st.Online, st.Desired)) + "%\n"
+	}
+	return "up " + strconv.Itoa(Weight(st.Online, st.Desired)) + "%\n"
 }
 
 // Weight is online×100÷desired, clamped to 1..100: a host that serves at all keeps some
@@ -96,6 +112,11 @@ type Config struct {
 	// LogEvery is the least time between two log lines about failed accepts or answers;
 	// each line counts the failures since the one before. Default 10 s.
 	LogEvery time.Duration
+	// ReadyFor is how long after SetReady every asker is told "ready" (once each). Default
+	// 30 s: longer than any agent-inter in use.
+	ReadyFor time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
 }
 
 // Server answers agent checks on a listener until Close.
@@ -106,6 +127,7 @@ type Server struct {
 	linger  chan struct{} // a slot per lingering connection
 	lingers sync.WaitGroup
 	once    sync.Once
+	askers  askers
 }
 
 // Listen binds addr (HOST:PORT; port 0 picks one) and starts answering.
@@ -137,7 +159,14 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	if cfg.MaxLingering <= 0 {
 		cfg.MaxLingering = 64
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), linger: make(chan struct{}, cfg.MaxLingering)}
+	if cfg.ReadyFor <= 0 {
+		cfg.ReadyFor = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), linger: make(chan struct{}, cfg.MaxLingering),
+		askers: askers{by: map[string]*Asker{}}}
 	go s.accept()
 	return s
 }
@@ -195,9 +224,13 @@ func (s *Server) accept() {
 // for the asker's close (lingers true), or closes it. The state is read when the
 // connection comes, so the answer is as fresh as HAProxy's check.
 func (s *Server) answer(c net.Conn) (lingers bool, err error) {
+	now := s.cfg.Now()
+	host := hostOf(c.RemoteAddr())
+	line := s.askers.answer(host, s.cfg.State(), now)
 	c.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
-	if _, err := c.Write([]byte(Answer(s.cfg.State()))); err != nil {
+	if _, err := c.Write([]byte(line)); err != nil {
 		c.Close()
+		s.askers.unsaid(host, line)
 		return false, fmt.Errorf("write answer: %w", err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -217,8 +250,14 @@ func (s *Server) answer(c net.Conn) (lingers bool, err error) {
 		defer c.Close()
 		c.SetReadDeadline(time.Now().Add(s.cfg.Linger))
 		var buf [512]byte
+		first := true
 		for {
-			if _, err := c.Read(buf[:]); err != nil {
+			n, err := c.Read(buf[:])
+			if first && n > 0 { // agent-send, which may say who asks
+				s.askers.said(host, buf[:n])
+				first = false
+			}
+			if err != nil {
 				return
 			}
 		}

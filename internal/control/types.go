@@ -29,6 +29,23 @@ type Status struct {
 	// Agent is the address the HAProxy agent answers on (-agent; the real port when it
 	// said 0); empty without one.
 	Agent string `json:"agent,omitempty"`
+	// AgentAskers are the addresses that asked the agent lately, the latest first: who
+	// would hear a drain.
+	AgentAskers []AgentAsker `json:"agent_askers,omitempty"`
+}
+
+// AgentAsker is an address that asked the agent (a balancer's health check), as it last
+// did.
+type AgentAsker struct {
+	Addr string    `json:"addr"`
+	Last time.Time `json:"last"`
+	// Answer is what it was last told ("up 100%", "drain #drained", ...).
+	Answer string `json:"answer"`
+	// HeardDrain and HeardReady are when it was last told "drain" and "ready".
+	HeardDrain time.Time `json:"heard_drain,omitzero"`
+	HeardReady time.Time `json:"heard_ready,omitzero"`
+	// Said is what it sent after its check (HAProxy's agent-send), "" for nothing.
+	Said string `json:"said,omitempty"`
 }
 
 // App is one app in GET /status: `supervisor status` lists every app, as `pm2 ls`.

@@ -34,6 +34,10 @@ func (im *image) controlHandler() http.Handler {
 		st.Drained = reg.Drained()
 		if im.ag != nil {
 			st.Agent = im.ag.Addr().String()
+			for _, a := range im.ag.Askers() {
+				st.AgentAskers = append(st.AgentAskers, control.AgentAsker{Addr: a.Addr, Last: a.Last, Answer: a.Answer,
+					HeardDrain: a.HeardDrain, HeardReady: a.HeardReady, Said: a.Said})
+			}
 		}
 		reply(w, http.StatusOK, st)
 	})
@@ -87,6 +91,9 @@ func (im *image) controlHandler() http.Handler {
 			if err := reg.SetDrained(on); err != nil {
 				fail(w, err)
 				return
+			}
+			if !on && im.ag != nil {
+				im.ag.SetReady() // every balancer told ready: whatever drained the host, the operator wants it back
 			}
 			im.log.Info("host "+map[bool]string{true: "drained", false: "ready"}[on], zap.String("by", "control socket"))
 			reply(w, http.StatusOK, ok)
