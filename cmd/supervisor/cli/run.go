@@ -58,7 +58,7 @@ func runConfig(env Env, args []string) (daemon.Config, bool, error) {
 	fs.Var(&hosts, "allowed-hosts", "comma-separated host names -metrics and -dashboard answer to besides IP addresses, localhost and their own -metrics/-dashboard host (others get 421: DNS rebinding)")
 	fs.Var(&upgradeTo, "upgrade-binary", "a binary other than this one's own path that `upgrade -binary PATH` may re-execute (absolute; repeat for more); "+
 		"either must be writable by nobody but its owner, this user or root")
-	fs.StringVar(&cfg.Agent, "agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT): up ready N% with N the share of workers online, drain while drained or stopping, down with none serving; overrides the config's agent")
+	fs.StringVar(&cfg.Agent, "agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT; this project uses 9777): up N% with N the share of workers online, drain while drained, down while stopping or with none serving, ready only on its way out of its own drain; overrides the config's agent")
 	fs.BoolVar(&cfg.SharePort, "share-port", false, "join a port another process (another supervisor) listens on already, sharing its connections (SO_REUSEPORT); without it such a port is refused")
 	fs.StringVar(&cfg.LogDir, "log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	fs.StringVar(&cfg.EnvFile, "env-file", "", "KEY=VALUE lines (systemd's EnvironmentFile= syntax) added to the environment the workers inherit, under the config's env; with -check, judged as the unit of `startup -env-file` gets them")
