@@ -380,3 +380,63 @@ func TestStartOneShotJob(t *testing.T) {
 		})
 	}
 }
+
+// TestSaveToStateDir: the supervisor on the default socket keeps its dump and the logs of
+// `start` in the state directory ($XDG_STATE_HOME/onehost), which outlives a reboot where
+// the runtime directory (/run/user/UID, tmpfs) does not: save writes dump.json there (the
+// directory 0700, the file 0600), resurrect reads it there. (save once wrote to /run.)
+func TestSaveToStateDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eco := pm2Eco(t, dir)
+	runtime, state := filepath.Join(dir, "run"), filepath.Join(dir, "state")
+	os.Mkdir(runtime, 0o700)
+	env := map[string]string{"XDG_RUNTIME_DIR": runtime, "XDG_STATE_HOME": state}
+	getenv := func(k string) string { return env[k] }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := exec.CommandContext(ctx, os.Args[0], "start", eco)
+	start.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0", "XDG_RUNTIME_DIR="+runtime, "XDG_STATE_HOME="+state)
+	out, err := start.CombinedOutput()
+	if err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	cmd := func(args ...string) (string, error) {
+		var b bytes.Buffer
+		err := run(context.Background(), args, getenv, &b, &b)
+		return b.String(), err
+	}
+	t.Cleanup(func() { cmd("kill") })
+	logs := filepath.Join(state, "onehost", "logs")
+	for _, f := range []string{"supervisor.log", "api-0.log", "api-1.log", "jobs-0.log"} {
+		if _, err := os.Stat(filepath.Join(logs, f)); err != nil {
+			t.Errorf("start's logs: %v", err)
+		}
+	}
+	if out, err := cmd("stop", "jobs"); err != nil {
+		t.Fatalf("stop jobs: %v\n%s", err, out)
+	}
+	dump := filepath.Join(state, "onehost", "dump.json")
+	if out, err := cmd("save"); err != nil || !strings.Contains(out, "saved 2 app(s) to "+dump) {
+		t.Fatalf("save: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Dir(dump)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory: %v, %v; want mode 0700", fi, err)
+	}
+	b, err := os.ReadFile(dump)
+	var d control.Dump
+	if err != nil || json.Unmarshal(b, &d) != nil || d.Socket != "" {
+		t.Fatalf("dump: %v %q; want one without the default socket (resurrect takes its own environment's)", err, d.Socket)
+	}
+	if out, err := cmd("kill"); err != nil {
+		t.Fatalf("kill: %v\n%s", err, out)
+	}
+	if out, err := cmd("resurrect"); err != nil || !strings.Contains(out, "resurrected from "+dump) {
+		t.Fatalf("resurrect: %v\n%s", err, out)
+	}
+	out2, err := cmd("status", "-json")
+	var st control.Status
+	if err != nil || json.Unmarshal([]byte(out2), &st) != nil || len(st.Apps) != 2 || st.Apps[1].Status != "stopped" {
+		t.Fatalf("after resurrect: %v %+v; want api running and jobs stopped", err, st.Apps)
+	}
+}

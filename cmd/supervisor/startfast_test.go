@@ -178,3 +178,24 @@ func TestStartWaitsForSlowStarter(t *testing.T) {
 		}
 	}
 }
+
+// TestStartReportThisRunOnly: a failed start's report shows its own run's lines, not an
+// earlier run's from the same log directory (they are appended to across runs).
+func TestStartReportThisRunOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	script := filepath.Join(dir, "crash.sh")
+	c := &runningCluster{socket: sock}
+	for _, run := range []string{"FIRST-RUN", "SECOND-RUN"} {
+		os.WriteFile(script, []byte("#!/bin/sh\necho '"+run+": cannot start' >&2\nexit 1\n"), 0o700)
+		out, _, err := startCmd(t, envWithout(), script, "-instances", "1", "-listen", "127.0.0.1:0", "-socket", sock)
+		c.cmd("kill")
+		if err == nil || !strings.Contains(out, run) {
+			t.Fatalf("%s: start = %v, want a failure with its reason\n%s", run, err, out)
+		}
+		if run == "SECOND-RUN" && strings.Contains(out, "FIRST-RUN") {
+			t.Errorf("the second start's report shows the first run's lines:\n%s", out)
+		}
+	}
+}

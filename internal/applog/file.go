@@ -168,9 +168,9 @@ func CheckDir(dir string) error {
 	return nil
 }
 
-// WorkerLogs are the per-slot files of -log-dir, DIR/worker-SLOT.log (DIR/APP-SLOT.log
-// when the configuration has several apps), opened on a slot's first worker start and
-// kept across its restarts, so one file tells a slot's story.
+// WorkerLogs are the per-slot files of -log-dir, DIR/APP-SLOT.log (APP the app's name, or
+// its program's for an app without one: worker-0.log for our worker), opened on a slot's
+// first worker start and kept across its restarts, so one file tells a slot's story.
 type WorkerLogs struct {
 	dir   string
 	rot   Rotation
@@ -179,11 +179,8 @@ type WorkerLogs struct {
 	files map[string]*File // by file name
 }
 
-// For returns slot's file, DIR/worker-SLOT.log, opening it on first use.
-func (w *WorkerLogs) For(slot int) io.Writer { return w.file("worker", slot) }
-
-// ForApp is For for one of several apps: its slots' files are DIR/APP-SLOT.log, as PM2
-// names its per-instance files.
+// ForApp returns the function that gives app's slot its file, DIR/APP-SLOT.log (as PM2
+// names its per-instance files), opening it on first use.
 func (w *WorkerLogs) ForApp(app string) func(slot int) io.Writer {
 	return func(slot int) io.Writer { return w.file(app, slot) }
 }

@@ -142,7 +142,7 @@ func listeningUnixPaths() map[string]string {
 }
 
 // checkPortFree refuses the address when another process listens on it (see
-// ErrPortServed), naming who: a supervisor by its pid and control socket.
+// ErrPortServed), naming who and how to free the port.
 func (s *Supervisor) checkPortFree() error {
 	ln, err := net.Listen("tcp", s.addr)
 	if err == nil {
@@ -152,18 +152,29 @@ func (s *Supervisor) checkPortFree() error {
 	_, portStr, _ := net.SplitHostPort(s.addr)
 	port, _ := strconv.Atoi(portStr)
 	owners, _ := PortOwners(port)
-	who, fix := "another process (one whose descriptors this user cannot read)", "stop it"
-	if len(owners) > 0 {
-		o := owners[0]
-		if j := slices.IndexFunc(owners, func(o PortOwner) bool { return o.Control != "" }); j >= 0 {
-			o = owners[j]
-		}
-		who = fmt.Sprintf("pid %d (%s)", o.PID, o.Comm)
-		if o.Control != "" {
-			who += ", control socket " + o.Control
-			fix = "stop it (supervisor kill -socket " + o.Control + ")"
-		}
-	}
+	who, fix := portAdvice(owners)
 	return fmt.Errorf("listen: %s: %w: %s, with which this cluster would share the connections (SO_REUSEPORT); choose another port, %s, or start with -share-port if sharing is meant",
 		s.addr, ErrPortServed, who, fix)
+}
+
+// portAdvice names the holder of a port and the way to free it that works for it: PM2's
+// daemon (its God process holds a cluster's port; `pm2 delete`/`pm2 kill` free it, not our
+// kill, which its control sockets would not answer), a supervisor of ours (kill by its
+// control socket), any other program (by its pid).
+func portAdvice(owners []PortOwner) (who, fix string) {
+	if len(owners) == 0 {
+		return "another process (one whose descriptors this user cannot read)", "stop it"
+	}
+	o := owners[0]
+	if j := slices.IndexFunc(owners, func(o PortOwner) bool { return o.Control != "" }); j >= 0 {
+		o = owners[j]
+	}
+	who = fmt.Sprintf("pid %d (%s)", o.PID, o.Comm)
+	switch {
+	case strings.HasPrefix(o.Comm, "PM2") || strings.Contains(o.Control, "/.pm2/"):
+		return "PM2's daemon, " + who, "free it with `pm2 delete APP` (its app on this port) or `pm2 kill` (every PM2 app)"
+	case o.Control != "" && strings.HasPrefix(o.Comm, "supervisor"):
+		return who + ", control socket " + o.Control, "stop it (supervisor kill -socket " + o.Control + ")"
+	}
+	return who, fmt.Sprintf("stop it (kill %d, or the way it was started)", o.PID)
 }

@@ -87,3 +87,30 @@ func TestStartRefusesServedPort(t *testing.T) {
 		t.Errorf("Start on a served port: %v; want ErrPortServed naming pid %d and -share-port", err, os.Getpid())
 	}
 }
+
+// TestPortAdvice: the way to free a port is the one that works for its holder. PM2's
+// daemon was once told `supervisor kill -socket ~/.pm2/pub.sock`, which hangs.
+func TestPortAdvice(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		owners   []PortOwner
+		who, fix string
+		notInFix string
+	}{
+		{"PM2's God daemon, by its title", []PortOwner{{PID: 7, Comm: "PM2 v7.0.4: God", Control: "/root/.pm2/pub.sock"}},
+			"PM2's daemon, pid 7", "pm2 delete APP", "supervisor kill"},
+		{"PM2 by its sockets", []PortOwner{{PID: 8, Comm: "node", Control: "/home/u/.pm2/rpc.sock"}}, "PM2's daemon, pid 8", "pm2 kill", "supervisor kill"},
+		{"a supervisor of ours", []PortOwner{{PID: 9, Comm: "supervisor", Control: "/run/onehost/supervisor.sock"}},
+			"control socket /run/onehost/supervisor.sock", "supervisor kill -socket /run/onehost/supervisor.sock", ""},
+		{"another program with a unix socket", []PortOwner{{PID: 10, Comm: "gunicorn", Control: "/run/gunicorn.sock"}}, "pid 10 (gunicorn)", "kill 10", "supervisor kill"},
+		{"nginx", []PortOwner{{PID: 11, Comm: "nginx"}, {PID: 12, Comm: "nginx"}}, "pid 11 (nginx)", "kill 11", ""},
+		{"unreadable", nil, "another process", "stop it", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			who, fix := portAdvice(c.owners)
+			if !strings.Contains(who, c.who) || !strings.Contains(fix, c.fix) || (c.notInFix != "" && strings.Contains(fix, c.notInFix)) {
+				t.Errorf("portAdvice = %q, %q; want %q and %q", who, fix, c.who, c.fix)
+			}
+		})
+	}
+}

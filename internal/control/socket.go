@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -84,4 +85,53 @@ func lstat(p string) (ownedInfo, bool) {
 		return ownedInfo{}, false
 	}
 	return ownedInfo{fi, st.Uid}, true
+}
+
+// StateDir is where a user's supervisors keep what must outlive a reboot (the dump of
+// `save`, the logs of `start`): $XDG_STATE_HOME/onehost, else ~/.local/state/onehost, and
+// for root without XDG_STATE_HOME /var/lib/onehost. PrepareStateDir makes it.
+func StateDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		if !filepath.IsAbs(d) {
+			return "", fmt.Errorf("XDG_STATE_HOME %q: want an absolute path", d)
+		}
+		return filepath.Join(d, "onehost"), nil
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/onehost", nil
+	}
+	home := getenv("HOME")
+	if home == "" || !filepath.IsAbs(home) {
+		return "", fmt.Errorf("no state directory: HOME is %q and XDG_STATE_HOME is not set: set one (or give -file)", home)
+	}
+	return filepath.Join(home, ".local", "state", "onehost"), nil
+}
+
+// PrepareStateDir makes StateDir (0700, its parents too) and checks it as the runtime
+// directory is: this user's alone, every directory above it root's or this user's.
+func PrepareStateDir(getenv func(string) string) (string, error) {
+	dir, err := StateDir(getenv)
+	if err != nil {
+		return "", err
+	}
+	if err := PrepareDir(dir, true); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// Place is where the supervisor at socket keeps its dump and the logs of a background
+// start: in the state directory for the default socket (so that they outlive a reboot, as
+// PM2's ~/.pm2/dump.pm2 and logs do), beside the socket for one named by -socket (its
+// owner chose the place).
+func Place(getenv func(string) string, socket string) (dump, logs string, err error) {
+	if socket != DefaultSocket(getenv) {
+		base := strings.TrimSuffix(socket, ".sock")
+		return base + ".dump.json", base + "-logs", nil
+	}
+	dir, err := StateDir(getenv)
+	if err != nil {
+		return "", "", err
+	}
+	return filepath.Join(dir, "dump.json"), filepath.Join(dir, "logs"), nil
 }

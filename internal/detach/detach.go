@@ -66,12 +66,6 @@ func FlagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
-// LogDir is where a background supervisor's log and its workers' go: beside
-// its control socket, named after it.
-func LogDir(socket string) string {
-	return strings.TrimSuffix(socket, ".sock") + "-logs"
-}
-
 // Start starts `supervisor run runArgs` detached (a session of its own, stdin
 // /dev/null, its output in files), in dir with env (nil: this process's), and waits until
 // every worker of it is online. What `run -check` refuses is refused first, and nothing is
@@ -94,7 +88,15 @@ func Start(ctx context.Context, req Request) error {
 	if err := control.PrepareDir(filepath.Dir(socket), socket == control.DefaultSocket(getenv)); err != nil {
 		return err
 	}
-	logDir := LogDir(socket)
+	_, logDir, err := control.Place(getenv, socket)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if socket == control.DefaultSocket(getenv) {
+		if _, err := control.PrepareStateDir(getenv); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+	}
 	if err := safepath.MkdirAll(logDir); err != nil {
 		return fmt.Errorf("start: log directory: %w", err)
 	}
@@ -126,6 +128,9 @@ func Start(ctx context.Context, req Request) error {
 	// Its own session: no controlling terminal, so the end of the ssh session (SIGHUP to
 	// the terminal's process groups) does not reach it, nor a ^C in this shell.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// What the log files hold already is an earlier run's (they are appended to): the
+	// report tails this run's lines only.
+	before := sizes(logDir, logPath)
 	err = cmd.Start()
 	out.Close()
 	if err != nil {
@@ -145,7 +150,7 @@ func Start(ctx context.Context, req Request) error {
 			if i >= 2 {
 				n = 10
 			}
-			if t := tail(p, n); p != "" && t != "" {
+			if t := tail(p, n, before[p]); p != "" && t != "" {
 				fmt.Fprintf(&b, "\n--- %s (end)\n%s", p, t)
 			}
 		}
@@ -297,13 +302,16 @@ func outFileOfOne(runArgs []string) bool {
 	return len(apps) == 1 && apps[0].LogFile != ""
 }
 
-// tail returns the last n lines of the file at path ("" when there is none), their
-// control characters escaped (applog.AppendPrintable): they are an app's output, on their way to
-// the operator's terminal in an error message.
-func tail(path string, n int) string {
+// tail returns the last n lines of the file at path past its first from bytes ("" when
+// there is none), their control characters escaped (applog.AppendPrintable): they are an
+// app's output, on their way to the operator's terminal in an error message.
+func tail(path string, n int, from int64) string {
 	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
+	if err != nil || int64(len(b)) <= from {
 		return ""
+	}
+	if from > 0 {
+		b = b[from:]
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
@@ -314,4 +322,19 @@ func tail(path string, n int) string {
 		out = append(applog.AppendPrintable(out, []byte(l)), '\n')
 	}
 	return string(out)
+}
+
+// sizes are the sizes of the files in dir, and of the file extra, by path.
+func sizes(dir, extra string) map[string]int64 {
+	out := map[string]int64{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			out[filepath.Join(dir, e.Name())] = fi.Size()
+		}
+	}
+	if fi, err := os.Stat(extra); err == nil && extra != "" {
+		out[extra] = fi.Size()
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package detach
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -114,18 +115,25 @@ func (sw startWatch) looping(st control.Status) (crashLoop, bool) {
 	return crashLoop{}, false
 }
 
-// workerLog is the own log file of the loop's first worker in dir (-log-dir's, as
-// workerLogs names it: DIR/worker-ID.log for a supervisor of one app, DIR/APP-ID.log for
-// one of several), "" without a dir.
+// workerLog is the own log file of the loop's first worker in dir (-log-dir's: DIR/APP-ID.log,
+// APP the app's name, or for an app without one its program's), "" without a dir: the
+// named app's, else the newest file of that slot.
 func (l crashLoop) workerLog(dir string, st control.Status) string {
 	if dir == "" {
 		return ""
 	}
-	prefix := "worker"
-	if len(st.Apps) > 1 {
-		prefix = l.app
+	slot := "-" + strconv.Itoa(l.id) + ".log"
+	if l.app != "" {
+		return filepath.Join(dir, l.app+slot)
 	}
-	return filepath.Join(dir, prefix+"-"+strconv.Itoa(l.id)+".log")
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+slot))
+	newest, at := "", time.Time{}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.ModTime().After(at) {
+			newest, at = f, fi.ModTime()
+		}
+	}
+	return newest
 }
 
 // appsSettled reports whether every running app has workers and each of them is online,

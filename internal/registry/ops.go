@@ -175,11 +175,7 @@ func (r *Registry) Flush(name string) ([]string, error) {
 	}
 	if r.setup.WorkerLogs != nil {
 		for _, a := range apps {
-			prefix := a.name
-			if len(r.apps) == 1 {
-				prefix = "worker"
-			}
-			files = append(files, r.setup.WorkerLogs.Slots(prefix)...)
+			files = append(files, r.setup.WorkerLogs.Slots(a.logName)...)
 		}
 	}
 	var done []string

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,8 @@ type app struct {
 	sup     *cluster.Supervisor // nil while stopped (`supervisor stop APP`)
 	deleted bool                // `supervisor delete APP`: in no list any more (pm2.go)
 	outFile *applog.File        // its own out_file with several apps; nil if none (flush)
+	// logName names its slots' files in -log-dir: NAME-SLOT.log (logName).
+	logName string
 }
 
 // current returns the app's running cluster, nil when it is stopped.
@@ -192,11 +195,9 @@ func New(specs []cluster.App, fs Setup) (*Registry, []*applog.File, error) {
 			}
 			a.opt.Output = fs.Output.ForApp(sp.Name, applog.Label(sp), own)
 		}
+		a.logName = logName(sp)
 		if fs.WorkerLogs != nil {
-			a.opt.WorkerLog = fs.WorkerLogs.For
-			if multi {
-				a.opt.WorkerLog = fs.WorkerLogs.ForApp(sp.Name)
-			}
+			a.opt.WorkerLog = fs.WorkerLogs.ForApp(a.logName)
 		}
 		r.apps = append(r.apps, a)
 	}
@@ -364,4 +365,25 @@ func (r *Registry) live() []*app {
 func (r *Registry) Has(name string) error {
 	_, err := r.pick(name)
 	return err
+}
+
+// logName is what an app's per-slot log files are named after, NAME-SLOT.log, as PM2 names
+// its per-instance files: the app's name, or for the one app of a configuration without
+// names its program's, without its extension (worker-0.log for our worker, app-0.log for
+// app.js), so that two apps started one after the other write files of their own.
+func logName(sp cluster.App) string {
+	n := applog.Label(sp)
+	if sp.Name == "" {
+		n = strings.TrimSuffix(n, filepath.Ext(n))
+	}
+	n = strings.Map(func(r rune) rune {
+		if r == '/' || r < 0x20 || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, n)
+	if n == "" || n == "." || n == ".." {
+		return "app"
+	}
+	return n
 }

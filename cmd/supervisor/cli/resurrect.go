@@ -26,14 +26,20 @@ const maxDumpSize = 16 << 20
 func Resurrect(ctx context.Context, env Env, args []string) error {
 	fs := flags(env, "resurrect")
 	socket := fs.String("socket", control.DefaultSocket(env.Getenv), "control socket path of the saved supervisor (where its dump lies by default)")
-	file := fs.String("file", "", "the dump file (default: beside the control socket)")
+	file := fs.String("file", "", "the dump file (default: where save writes it: the state directory's dump.json, or beside -socket's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("resurrect: unexpected argument %q", fs.Arg(0))
 	}
-	path := cmp.Or(*file, defaultDumpPath(*socket))
+	path := *file
+	if path == "" {
+		var err error
+		if path, _, err = control.Place(env.Getenv, *socket); err != nil {
+			return fmt.Errorf("resurrect: %w", err)
+		}
+	}
 	// The dump says which commands to run, where and with what environment: it is believed
 	// only when this user wrote it (a regular file of ours, 0600, one link, in a directory
 	// only root and we can change). Else anybody who made /tmp/onehost-UID first could have

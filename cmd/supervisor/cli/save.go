@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/safepath"
 )
 
@@ -15,7 +15,7 @@ import (
 func Save(ctx context.Context, env Env, args []string) error {
 	fs := flags(env, "save")
 	socket := socketFlag(fs, env)
-	file := fs.String("file", "", "the dump file (default: beside the control socket, SOCKET without .sock + .dump.json)")
+	file := fs.String("file", "", "the dump file (default: the state directory's dump.json, $XDG_STATE_HOME/onehost or ~/.local/state/onehost, root's /var/lib/onehost; with -socket, SOCKET without .sock + .dump.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,8 +30,23 @@ func Save(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("save: %w", err)
 	}
-	d.Socket = *socket
-	path := cmp.Or(*file, defaultDumpPath(*socket))
+	path, _, err := control.Place(env.Getenv, *socket)
+	if err != nil && *file == "" {
+		return fmt.Errorf("save: %w", err)
+	}
+	if *socket == control.DefaultSocket(env.Getenv) {
+		// The default socket is this environment's (XDG_RUNTIME_DIR's, or /tmp's): left
+		// out, resurrect takes its own environment's.
+		d.Socket = ""
+		if *file == "" {
+			if _, err := control.PrepareStateDir(env.Getenv); err != nil {
+				return fmt.Errorf("save: %w", err)
+			}
+		}
+	} else {
+		d.Socket = *socket
+	}
+	path = cmp.Or(*file, path)
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save: %w", err)
@@ -45,9 +60,4 @@ func Save(ctx context.Context, env Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "saved %d app(s) to %s (supervisor resurrect starts them again)\n", len(d.Apps), path)
 	return nil
-}
-
-// defaultDumpPath is the dump beside the control socket.
-func defaultDumpPath(socket string) string {
-	return strings.TrimSuffix(socket, ".sock") + ".dump.json"
 }
