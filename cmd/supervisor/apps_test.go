@@ -218,3 +218,27 @@ func TestEcosystemAppsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartsKeptAcrossStopStart: `stop` then `start` keeps each slot's restart count, as
+// PM2's ↺ (it went back to 0 with the new cluster).
+func TestRestartsKeptAcrossStopStart(t *testing.T) {
+	t.Parallel()
+	c := startRun(t, fmt.Sprintf("instances: 1\nrestart_delay: 10ms\nenv: {GORACE: atexit_sleep_ms=0, %s: worker}\n", roleEnv), "--", os.Args[0])
+	st, err := c.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(st.Workers[0].PID, syscall.SIGKILL)
+	waitUntil(t, 30*time.Second, "the killed worker restarted and online", func() bool {
+		st, err := c.status()
+		return err == nil && len(st.Workers) == 1 && st.Workers[0].Restarts == 1 && everyOnline(st)
+	})
+	for _, args := range [][]string{{"stop", "all"}, {"start", "all"}} {
+		if out, err := c.cmd(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if st, err := c.status(); err != nil || len(st.Workers) != 1 || st.Workers[0].Restarts != 1 {
+		t.Errorf("after stop and start: %+v %v; want the slot's 1 restart kept", st.Workers, err)
+	}
+}

@@ -440,3 +440,107 @@ func TestSaveToStateDir(t *testing.T) {
 		t.Fatalf("after resurrect: %v %+v; want api running and jobs stopped", err, st.Apps)
 	}
 }
+
+// TestPM2Spellings: what a PM2 user types works as they meant it. A configuration file
+// where an app is expected means its apps (`reload ecosystem.config.js --update-env`,
+// restart, stop, delete), `start FILE` of the file the supervisor runs starts its stopped
+// and deleted apps (pm2 start after pm2 delete; the supervisor once stayed empty), flags go
+// before the file too (`start -i 2 app.js`), `--name` names the app, `logs --nostream`
+// prints and returns, and a bare `startup` makes the unit of the running supervisor's
+// configuration. (Each was refused or misread before.)
+func TestPM2Spellings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	eco := pm2Eco(t, dir)
+	runtime, state := filepath.Join(dir, "run"), filepath.Join(dir, "state")
+	os.Mkdir(runtime, 0o700)
+	env := map[string]string{"XDG_RUNTIME_DIR": runtime, "XDG_STATE_HOME": state, "PATH": os.Getenv("PATH")}
+	getenv := func(k string) string { return env[k] }
+	start := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"start"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0", "XDG_RUNTIME_DIR="+runtime, "XDG_STATE_HOME="+state)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("start %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cmd := func(args ...string) (string, error) {
+		var b bytes.Buffer
+		err := run(context.Background(), args, getenv, &b, &b)
+		return b.String(), err
+	}
+	t.Cleanup(func() { cmd("kill") })
+	status := func() control.Status {
+		t.Helper()
+		out, err := cmd("jlist")
+		var st control.Status
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("jlist: %v\n%s", err, out)
+		}
+		return st
+	}
+	start(eco)
+	steps := []struct {
+		name  string
+		args  []string
+		want  string
+		check func(control.Status) error
+	}{
+		{"reload FILE --update-env", []string{"reload", eco, "--update-env"}, "reloaded", nil},
+		{"restart FILE", []string{"restart", eco}, "restarted", nil},
+		{"stop FILE", []string{"stop", eco}, "stopped", func(st control.Status) error {
+			if len(st.Apps) != 2 || st.Apps[0].Status != "stopped" || st.Apps[1].Status != "stopped" {
+				return fmt.Errorf("apps %+v, want both stopped", st.Apps)
+			}
+			return nil
+		}},
+		{"logs --nostream", []string{"logs", "--nostream", "-n", "3"}, "", nil},
+		{"delete FILE", []string{"delete", eco}, "deleted", func(st control.Status) error {
+			if len(st.Apps) != 0 {
+				return fmt.Errorf("apps %+v, want none", st.Apps)
+			}
+			return nil
+		}},
+	}
+	for _, s := range steps {
+		out, err := cmd(s.args...)
+		if err != nil || !strings.Contains(out, s.want) {
+			t.Fatalf("%s: %v\n%s", s.name, err, out)
+		}
+		if s.check != nil {
+			if err := s.check(status()); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		}
+	}
+	// start FILE again on the emptied supervisor: its apps come back.
+	if out := start(eco); !strings.Contains(out, "started again") {
+		t.Errorf("start FILE after delete FILE:\n%s", out)
+	}
+	if st := status(); len(st.Apps) != 2 || !everyOnline(st) || len(st.Workers) != 3 {
+		t.Fatalf("after start FILE: %+v", st.Apps)
+	}
+	// A bare startup: the running supervisor's configuration.
+	if out, err := cmd("startup"); err != nil || !strings.Contains(out, "run -config "+eco) {
+		t.Errorf("bare startup: %v\n%s", err, out)
+	}
+	// Every app deleted, then another file: the empty supervisor is replaced.
+	if out, err := cmd("delete", "all"); err != nil {
+		t.Fatalf("delete all: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "server.sh") // the fake worker, whatever role the supervisor's environment gives
+	os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\n%s=worker exec %q\n", roleEnv, os.Args[0])), 0o700)
+	out := start("-i", "2", script, "--name", "api2", "-listen", "127.0.0.1:0")
+	if !strings.Contains(out, "had no app left") {
+		t.Errorf("start on an empty supervisor did not say it replaced it:\n%s", out)
+	}
+	st := status()
+	if len(st.Apps) != 1 || st.Apps[0].Name != "api2" || len(st.Workers) != 2 {
+		t.Errorf("after start -i 2 FILE --name api2: %+v, %d workers", st.Apps, len(st.Workers))
+	}
+}

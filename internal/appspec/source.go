@@ -26,6 +26,8 @@ type Source struct {
 	// Command (the program and its arguments) does; they apply to one app only.
 	Instances, Listen, Steering string
 	Command                     []string
+	// Name names the one app (pm2 start --name); for a file of several apps it is refused.
+	Name string
 	// Ours is our worker binary: the command of an app that names none.
 	Ours string
 }
@@ -90,11 +92,17 @@ func (src Source) override(specs []cluster.App) error {
 	f := src
 	// The command line's settings are one cluster's: with several apps they would apply
 	// to all, which is never what a file of different apps means.
-	overrides := map[string]bool{"instances": f.Instances != "", "listen": f.Listen != "", "steering": f.Steering != "", "-- COMMAND": len(f.Command) > 0}
-	for _, name := range []string{"instances", "listen", "steering", "-- COMMAND"} {
+	overrides := map[string]bool{"instances": f.Instances != "", "listen": f.Listen != "", "steering": f.Steering != "", "-- COMMAND": len(f.Command) > 0, "name": f.Name != ""}
+	for _, name := range []string{"instances", "listen", "steering", "-- COMMAND", "name"} {
 		if overrides[name] && len(specs) > 1 {
 			return fmt.Errorf("%s: applies to one app, and %s has %d: set it in the file, or pick one app with -only NAME", name, src.Path, len(specs))
 		}
+	}
+	if f.Name != "" {
+		if !validAppName(f.Name) {
+			return fmt.Errorf("name: %q: want letters, digits, '_', '.' or '-' (an app's name names its log files and its commands)", f.Name)
+		}
+		specs[0].Name = f.Name
 	}
 	for i := range specs {
 		cfg := &specs[i].Config
@@ -147,4 +155,18 @@ func AgentAddress(flagValue string, specs []cluster.App) (string, error) {
 		}
 	}
 	return addr, nil
+}
+
+// validAppName: a name for an app given on the command line: what a log file's name and a
+// command's argument can carry.
+func validAppName(s string) bool {
+	if s == "" || s == "all" || s[0] == '-' || s[0] == '.' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '.' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -229,9 +229,12 @@ func (s *startupUnit) writablePaths() {
 			s.warn("ReadWritePaths=%s does not exist: systemd will not start the unit until it does; create it", p)
 		}
 	}
+	// Each path once: the app's directory is the unit's too, and was said twice.
+	var said []string
 	for _, p := range append([]string{s.dir, s.cfg, s.bin}, seen...) {
 		for _, tmp := range []string{"/tmp", "/var/tmp"} {
-			if systemd.Under(p, tmp) {
+			if systemd.Under(p, tmp) && !slices.Contains(said, p) {
+				said = append(said, p)
 				s.warn("%s is under %s, and the unit's PrivateTmp=yes gives the service an empty %s of its own: it would not find it; move it (say to /srv/%s), or delete PrivateTmp=yes from the unit",
 					p, tmp, tmp, s.name)
 			}

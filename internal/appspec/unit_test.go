@@ -1,6 +1,10 @@
 package appspec
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/onehost/onehost/internal/cluster"
@@ -29,5 +33,28 @@ func TestDefaultUnitName(t *testing.T) {
 				t.Errorf("defaultUnitName(%s, %v) = %q, want %q", tc.cfg, tc.apps, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPlanUnitWarnsOnce: each path under the unit's private /tmp is warned of once (the
+// app's directory, which is the unit's too, was said twice).
+func TestPlanUnitWarnsOnce(t *testing.T) {
+	dir := t.TempDir() // under /tmp
+	cfg := filepath.Join(dir, "app.yaml")
+	os.WriteFile(cfg, []byte("command: [/bin/sleep, \"60\"]\n"), 0o600)
+	var warn bytes.Buffer
+	if _, err := PlanUnit(UnitRequest{Config: cfg, Dir: dir, Name: "app", User: "root", Bin: "/usr/local/bin/supervisor",
+		Getenv: func(string) string { return "/usr/bin:/bin" }, Warnings: &warn}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(warn.String()), "\n") {
+		if seen[l] {
+			t.Errorf("warned twice: %s", l)
+		}
+		seen[l] = true
+	}
+	if !strings.Contains(warn.String(), dir+" is under /tmp") {
+		t.Errorf("no warning of %s under /tmp:\n%s", dir, &warn)
 	}
 }

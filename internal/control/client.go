@@ -202,9 +202,14 @@ func (c *Client) StopSupervisor(ctx context.Context) (pid int, err error) {
 	return pid, err
 }
 
-// Start starts a stopped app again (every stopped app for "" or "all").
-func (c *Client) Start(ctx context.Context, app string) error {
-	return c.call(ctx, "POST", PathStart, AppQuery(app), nil)
+// Start starts a stopped app again (every stopped app for "" or "all"); revive brings a
+// deleted one back too.
+func (c *Client) Start(ctx context.Context, app string, revive bool) error {
+	q := AppQuery(app)
+	if revive {
+		q.Set("revive", "1")
+	}
+	return c.call(ctx, "POST", PathStart, q, nil)
 }
 
 // Delete stops the app and removes it from every list.

@@ -28,7 +28,7 @@ const (
 	PathRestart  = "/restart"  // POST ?update_env=1
 	PathScale    = "/scale"    // POST ?n=N|+N|-N
 	PathStop     = "/stop"     // POST: the app (200 once stopped), or without app the supervisor (202)
-	PathStart    = "/start"    // POST
+	PathStart    = "/start"    // POST ?revive=1: deleted apps too
 	PathDelete   = "/delete"   // POST
 	PathFlush    = "/flush"    // POST
 	PathSave     = "/save"     // POST (the dump holds the environment: the operator's)

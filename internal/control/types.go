@@ -32,6 +32,11 @@ type Status struct {
 	// AgentAskers are the addresses that asked the agent lately, the latest first: who
 	// would hear a drain.
 	AgentAskers []AgentAsker `json:"agent_askers,omitempty"`
+	// Config is the configuration file the supervisor runs, absolute ("" for none), and
+	// Cwd its working directory, where the file's relative paths resolve (startup's unit,
+	// start FILE against a running supervisor).
+	Config string `json:"config,omitempty"`
+	Cwd    string `json:"cwd,omitempty"`
 }
 
 // AgentAsker is an address that asked the agent (a balancer's health check), as it last

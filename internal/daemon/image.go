@@ -106,11 +106,13 @@ type image struct {
 	tasks sync.WaitGroup
 
 	// loadApps
-	fileEnv   []string
-	environ   []string // the workers' environment, less the upgrade's variables
-	specs     []cluster.App
-	agentAddr string
-	logPath   string // cfg.LogFile, or the one app's out_file
+	fileEnv    []string
+	environ    []string // the workers' environment, less the upgrade's variables
+	specs      []cluster.App
+	agentAddr  string
+	logPath    string // cfg.LogFile, or the one app's out_file
+	configPath string // cfg.Apps.Path, absolute ("" for none)
+	cwd        string // the working directory: the configuration's relative paths resolve here
 	// logSettings
 	level zap.AtomicLevel
 	// openLog
@@ -490,6 +492,14 @@ func (im *image) loadApps() error {
 	}
 	if im.agentAddr, err = appspec.AgentAddress(cfg.Agent, im.specs); err != nil {
 		return err
+	}
+	if cfg.Apps.Path != "" {
+		if im.configPath, err = filepath.Abs(cfg.Apps.Path); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if im.cwd, err = os.Getwd(); err != nil {
+		return fmt.Errorf("working directory: %w", err)
 	}
 	im.logPath = cfg.LogFile
 	if len(im.specs) == 1 && im.logPath == "" {

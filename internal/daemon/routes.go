@@ -31,6 +31,7 @@ func (im *image) controlHandler() http.Handler {
 			return
 		}
 		st.UpgradeError, _ = im.up.failed.Load().(string)
+		st.Config, st.Cwd = im.configPath, im.cwd
 		st.Drained = reg.Drained()
 		if im.ag != nil {
 			st.Agent = im.ag.Addr().String()
@@ -75,7 +76,9 @@ func (im *image) controlHandler() http.Handler {
 		}
 		answer(w, ok, reg.Scale(r.Context(), app(r), n, rel))
 	})
-	mux.HandleFunc("POST "+control.PathStart, func(w http.ResponseWriter, r *http.Request) { answer(w, ok, reg.StartApps(r.Context(), app(r))) })
+	mux.HandleFunc("POST "+control.PathStart, func(w http.ResponseWriter, r *http.Request) {
+		answer(w, ok, reg.StartApps(r.Context(), app(r), r.URL.Query().Get("revive") == "1"))
+	})
 	mux.HandleFunc("POST "+control.PathDelete, func(w http.ResponseWriter, r *http.Request) { answer(w, ok, reg.Delete(r.Context(), app(r))) })
 	mux.HandleFunc("POST "+control.PathFlush, func(w http.ResponseWriter, r *http.Request) {
 		files, err := reg.Flush(app(r))

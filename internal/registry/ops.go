@@ -96,6 +96,12 @@ func (r *Registry) StopApp(ctx context.Context, name string) error {
 		a.mu.Lock()
 		sup := a.sup
 		a.sup = nil
+		if sup != nil {
+			// Its workers' restarts carry over to the next start, as PM2's ↺ does.
+			for _, w := range sup.Status() {
+				a.restarts[w.ID] += w.Restarts
+			}
+		}
 		a.mu.Unlock()
 		if sup == nil {
 			continue
@@ -192,8 +198,22 @@ func (r *Registry) Flush(name string) ([]string, error) {
 }
 
 // StartApps starts the named stopped apps again (every stopped app for "" or "all", as
-// pm2 start all) and waits for their workers; running ones are left as they are.
-func (r *Registry) StartApps(ctx context.Context, name string) error {
+// pm2 start all) and waits for their workers; running ones are left as they are. revive
+// brings deleted ones back first (start FILE of the file the supervisor runs, as pm2 start
+// ecosystem.config.js after pm2 delete).
+func (r *Registry) StartApps(ctx context.Context, name string, revive bool) error {
+	if revive {
+		for _, a := range r.apps {
+			if name == "" || name == "all" || a.name == name {
+				a.mu.Lock()
+				if a.deleted {
+					a.deleted = false
+					a.log.Info("app brought back (start of its file)")
+				}
+				a.mu.Unlock()
+			}
+		}
+	}
 	apps, err := r.pick(name)
 	if err != nil {
 		return err

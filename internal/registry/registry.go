@@ -49,6 +49,9 @@ type app struct {
 	outFile *applog.File        // its own out_file with several apps; nil if none (flush)
 	// logName names its slots' files in -log-dir: NAME-SLOT.log (logName).
 	logName string
+	// restarts are each slot's restarts before the app was last stopped (under mu): the
+	// status adds them to the running cluster's, so `stop` then `start` loses no count.
+	restarts map[int]int
 }
 
 // current returns the app's running cluster, nil when it is stopped.
@@ -148,7 +151,7 @@ func New(specs []cluster.App, fs Setup) (*Registry, []*applog.File, error) {
 	}
 	var appFiles []*applog.File
 	for _, sp := range specs {
-		a := &app{name: sp.Name, opt: fs.Options, log: fs.Options.Logger}
+		a := &app{name: sp.Name, opt: fs.Options, log: fs.Options.Logger, restarts: map[int]int{}}
 		a.cfg.Store(&sp.Config)
 		a.opt.Name = sp.Name
 		if multi {

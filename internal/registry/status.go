@@ -35,18 +35,22 @@ func (r *Registry) Status(name string) (control.Status, error) {
 					st.Addr, st.Steering = as.Addr, as.Steering
 				}
 			}
-			st.Workers = append(st.Workers, workerRows(rows)...)
+			st.Workers = append(st.Workers, a.rows(rows)...)
 		}
 		st.Apps = append(st.Apps, as)
 	}
 	return st, nil
 }
 
-// workerRows are the cluster's status rows as the control protocol carries them.
-func workerRows(rows []cluster.WorkerStatus) []control.Worker {
+// rows are the app's cluster's status rows as the control protocol carries them, each
+// slot's restarts counting those before the app was last stopped.
+func (a *app) rows(rows []cluster.WorkerStatus) []control.Worker {
 	out := make([]control.Worker, len(rows))
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for i, w := range rows {
 		out[i] = control.Worker(w)
+		out[i].Restarts += a.restarts[w.ID]
 	}
 	return out
 }
@@ -74,7 +78,7 @@ func (r *Registry) Describe(name string) (control.Describe, error) {
 	slices.Sort(d.EnvNames)
 	if sup := a.current(); sup != nil {
 		d.Status = "running"
-		d.WorkerRow = workerRows(sup.Status())
+		d.WorkerRow = a.rows(sup.Status())
 		d.Workers = len(d.WorkerRow)
 		if !conf.Fork() {
 			d.Addr, d.Steering = sup.Addr(), sup.Steering()

@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/onehost/onehost/internal/appspec"
 	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/detach"
 )
@@ -106,4 +108,25 @@ func prefixed(cmd string, err error) error {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return err
+}
+
+// appsArg is [APP], where APP may be a configuration file, as pm2 takes `reload
+// ecosystem.config.js`: that file's apps by name ("" for the one app of a file without
+// names: every app). An argument that is no file is the app's name.
+func appsArg(cmd string, pos []string) ([]string, error) {
+	if len(pos) == 1 {
+		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+			specs, err := (appspec.Source{Path: pos[0]}).Load()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", cmd, pos[0], err)
+			}
+			names := make([]string, 0, len(specs))
+			for _, sp := range specs {
+				names = append(names, sp.Name)
+			}
+			return names, nil
+		}
+	}
+	app, err := oneApp(cmd, pos)
+	return []string{app}, err
 }

@@ -1,11 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 )
 
-// Delete is `supervisor delete APP|all`, as `pm2 delete`: stopped and out of the list.
+// Delete is `supervisor delete APP|FILE|all`, as `pm2 delete`: stopped and out of the list.
 func Delete(ctx context.Context, env Env, args []string) error {
 	fs := flags(env, "delete")
 	socket := socketFlag(fs, env)
@@ -13,15 +14,17 @@ func Delete(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	app, err := oneApp("delete", pos)
+	if len(pos) == 0 {
+		return fmt.Errorf("delete: name the app to delete (or all; supervisor kill stops the whole supervisor)")
+	}
+	apps, err := appsArg("delete", pos)
 	if err != nil {
 		return err
 	}
-	if app == "" {
-		return fmt.Errorf("delete: name the app to delete (or all; supervisor kill stops the whole supervisor)")
-	}
-	if err := c.Delete(ctx, app); err != nil {
-		return prefixed("delete", err)
+	for _, app := range apps {
+		if err := c.Delete(ctx, cmp.Or(app, "all")); err != nil { // a file's app without a name: every app
+			return prefixed("delete", err)
+		}
 	}
 	fmt.Fprintln(env.Stdout, "deleted")
 	return printStatus(ctx, c, env)

@@ -33,32 +33,40 @@ func Kill(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *wait)
+	if err := waitGone(ctx, *socket, pid, *wait); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	fmt.Fprintln(env.Stdout, "killed: the supervisor and its workers stopped")
+	return nil
+}
+
+// waitGone waits until the supervisor at socket, of process pid (0 when unknown), has
+// exited. Gone means the process has exited: it removes its socket once its workers have
+// stopped, but exits a moment later (its last log lines, a -race binary's report), and a
+// caller that starts another on the same port or checks the pid must not find it still
+// there. Where the pid is unknown, or is this process (a supervisor run inside it), the
+// socket no longer answering is all there is to see.
+func waitGone(ctx context.Context, socket string, pid int, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	// Gone means the process has exited: it removes its socket once its workers have
-	// stopped, but exits a moment later (its last log lines, a -race binary's report), and
-	// a caller that starts another on the same port or checks the pid must not find it
-	// still there. Where the pid is unknown, or is this process (a supervisor run inside
-	// it), the socket no longer answering is all there is to see.
 	gone, still := func() bool { return !procstat.Running("", pid) }, fmt.Sprintf("the supervisor (pid %d) has not exited", pid)
 	if pid <= 0 || pid == os.Getpid() {
 		gone = func() bool {
 			var d net.Dialer
-			conn, err := d.DialContext(ctx, "unix", *socket)
+			conn, err := d.DialContext(ctx, "unix", socket)
 			if err == nil {
 				conn.Close()
 			}
 			return err != nil && ctx.Err() == nil
 		}
-		still = fmt.Sprintf("the supervisor at %s still answers", *socket)
+		still = fmt.Sprintf("the supervisor at %s still answers", socket)
 	}
 	for !gone() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kill: %s after %v", still, *wait)
+			return fmt.Errorf("%s after %v", still, wait)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	fmt.Fprintln(env.Stdout, "killed: the supervisor and its workers stopped")
 	return nil
 }

@@ -25,6 +25,7 @@ func Logs(ctx context.Context, env Env, args []string) error {
 	lines := fs.Int("n", 15, "how many of the last lines to print (0: all the supervisor keeps, 2,000)")
 	follow := fs.Bool("f", false, "then keep printing new lines until interrupted (pm2 logs)")
 	fs.IntVar(lines, "lines", 15, "the same as -n (pm2 logs --lines N)")
+	nostream := fs.Bool("nostream", false, "print the last lines and return, as without -f (pm2 logs --nostream)")
 	var lo logsOptions
 	lo.flags(fs)
 	args = timestampArg(args)
@@ -62,6 +63,9 @@ func Logs(ctx context.Context, env Env, args []string) error {
 		default:
 			return fmt.Errorf("logs: %q is not a slot number (supervisor status lists them)", a)
 		}
+	}
+	if *nostream && *follow {
+		return fmt.Errorf("logs: -f and --nostream: choose one (--nostream is what logs does without -f)")
 	}
 	if *lines < 0 {
 		return fmt.Errorf("logs: -n %d: want a count >= 0", *lines)

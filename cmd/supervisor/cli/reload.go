@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Reload is `supervisor reload [APP] [-update-env]`, as `pm2 reload`: a rolling reload of
-// every worker, none of their requests lost (fork apps restart).
+// Reload is `supervisor reload [APP|FILE] [-update-env]`, as `pm2 reload`: a rolling reload
+// of every worker, none of their requests lost (fork apps restart); FILE: its apps.
 func Reload(ctx context.Context, env Env, args []string) error {
 	return roll(ctx, env, "reload", args)
 }
@@ -25,7 +25,7 @@ func roll(ctx context.Context, env Env, cmd string, args []string) error {
 	if err != nil {
 		return err
 	}
-	app, err := oneApp(cmd, pos)
+	apps, err := appsArg(cmd, pos)
 	if err != nil {
 		return err
 	}
@@ -33,11 +33,13 @@ func roll(ctx context.Context, env Env, cmd string, args []string) error {
 	if cmd == "restart" {
 		do = c.Restart
 	}
-	notes, err := do(ctx, app, *updateEnv)
-	if err != nil {
-		return prefixed(cmd, err)
+	for _, app := range apps {
+		notes, err := do(ctx, app, *updateEnv)
+		if err != nil {
+			return prefixed(cmd, err)
+		}
+		printNotes(env, notes)
 	}
-	printNotes(env, notes)
 	if cmd == "reload" {
 		fmt.Fprintln(env.Stdout, "reloaded")
 		return nil

@@ -46,6 +46,7 @@ func runConfig(env Env, args []string) (daemon.Config, bool, error) {
 	fs.StringVar(&src.Instances, "instances", "", "max, -1 (all CPUs but one) or N; overrides the config")
 	fs.StringVar(&src.Listen, "listen", "", "HOST:PORT to serve; overrides the config")
 	fs.StringVar(&src.Steering, "steering", "", "auto, hash or round-robin: which worker gets each new connection; overrides the config")
+	fs.StringVar(&src.Name, "name", "", "the app's name (pm2 start --name): in the status, its log files' names and the commands that take an app; one app only")
 	fs.StringVar(&cfg.Socket, "socket", control.DefaultSocket(env.Getenv), "control socket path")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFile, "log-file", "", "append the merged log (supervisor and workers) to this file instead of stderr; USR1 reopens it")

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/detach"
 )
 
@@ -20,6 +22,7 @@ func Start(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintln(env.Stdout, startUsage)
 		return nil
 	}
+	args = fileFirst(args) // `start -i 2 app.js`, as pm2 takes it
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		// No file named: the one here, as `pm2 start` finds ecosystem.config.js.
 		i := slices.IndexFunc(defaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
@@ -38,6 +41,9 @@ func Start(ctx context.Context, env Env, args []string) error {
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("start: find this program: %w", err)
+		}
+		if done, err := startOnRunning(ctx, env, runArgs); done || err != nil {
+			return err
 		}
 		return detach.Start(ctx, detach.Request{RunArgs: runArgs, Binary: exe, Getenv: env.Getenv, Stdout: env.Stdout})
 	}
@@ -59,7 +65,7 @@ func startApp(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Start(ctx, app); err != nil {
+	if err := c.Start(ctx, app, false); err != nil {
 		return prefixed("start", err)
 	}
 	fmt.Fprintln(env.Stdout, "started")
@@ -103,8 +109,11 @@ func startArgs(target string, rest []string) ([]string, error) {
 	}
 	out := slices.Clone(flags)
 	for i, f := range out {
-		if f == "-i" || f == "--instances" { // pm2 start app.js -i max
+		switch f {
+		case "-i", "--instances": // pm2 start app.js -i max
 			out[i] = "-instances"
+		case "-n", "--name": // pm2 start app.js --name api
+			out[i] = "-name"
 		}
 	}
 	ext := filepath.Ext(abs)
@@ -126,4 +135,65 @@ func startArgs(target string, rest []string) ([]string, error) {
 		out = append(out, "--", abs)
 	}
 	return append(out, extra...), nil
+}
+
+// runValueless are run's flags that take no value: fileFirst must not take the word after
+// them for theirs.
+var runValueless = []string{"check", "share-port"}
+
+// fileFirst moves the first argument that is not a flag nor a flag's value to the front:
+// pm2 takes `start -i 2 app.js` as `start app.js -i 2`.
+func fileFirst(args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			if i == 0 {
+				return args
+			}
+			return append(append([]string{a}, args[:i]...), args[i+1:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") && !slices.Contains(runValueless, name) && !slices.Contains([]string{"h", "help"}, name) {
+			i++ // its value
+		}
+	}
+	return args
+}
+
+// startOnRunning handles `start FILE` where a supervisor answers on the socket already:
+// one that runs FILE starts its stopped and deleted apps (pm2 start ecosystem.config.js
+// after pm2 stop or delete); one left with no app (every app deleted) is stopped, and the
+// start goes on (done false); any other is refused by detach.Start.
+func startOnRunning(ctx context.Context, env Env, runArgs []string) (done bool, err error) {
+	socket, ok := detach.FlagValue(runArgs, "socket")
+	if !ok {
+		socket = control.DefaultSocket(env.Getenv)
+	}
+	c := control.NewClient(socket)
+	st, err := c.StatusWithin(ctx, 2*time.Second)
+	if err != nil {
+		return false, nil // none runs: start it
+	}
+	if cfg, ok := detach.FlagValue(runArgs, "config"); ok && st.Config != "" && cfg == st.Config {
+		if err := c.Start(ctx, "all", true); err != nil {
+			return true, prefixed("start", err)
+		}
+		fmt.Fprintf(env.Stdout, "started: the supervisor at %s runs %s: its stopped and deleted apps started again\n", socket, cfg)
+		return true, printStatus(ctx, c, env)
+	}
+	if len(st.Apps) > 0 {
+		return false, nil // detach.Start refuses, naming it
+	}
+	pid, err := c.StopSupervisor(ctx)
+	if err != nil {
+		return true, fmt.Errorf("start: the supervisor at %s has no app left: stop it: %w", socket, err)
+	}
+	if err := waitGone(ctx, socket, pid, time.Minute); err != nil {
+		return true, fmt.Errorf("start: the supervisor at %s had no app left, and %w", socket, err)
+	}
+	fmt.Fprintf(env.Stdout, "the supervisor at %s had no app left (every one deleted): replaced by one running this\n", socket)
+	return false, nil
 }

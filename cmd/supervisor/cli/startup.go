@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/onehost/onehost/internal/appspec"
+	"github.com/onehost/onehost/internal/control"
 )
 
 // Startup is `supervisor startup`, PM2's `pm2 startup` for systemd: it prints a unit that
@@ -21,7 +24,7 @@ import (
 func Startup(ctx context.Context, env Env, args []string) error {
 	fs := flags(env, "startup")
 	req := appspec.UnitRequest{Getenv: env.Getenv, Warnings: env.Stderr}
-	fs.StringVar(&req.Config, "config", defaultConfig, "the configuration the unit runs (our YAML or a PM2 ecosystem file); made absolute")
+	fs.StringVar(&req.Config, "config", "", "the configuration the unit runs (our YAML or a PM2 ecosystem file); made absolute (default: the running supervisor's, from its directory; else ecosystem.config.js, ..., "+defaultConfig+" here)")
 	fs.StringVar(&req.Name, "name", "", "the unit's name, also its runtime directory /run/NAME with the control socket (default: the only app's name, else the file's name without extensions; for ecosystem.* its directory's name)")
 	fs.StringVar(&req.User, "user", "", "the user the service runs as (default: the current user)")
 	fs.StringVar(&req.Dir, "dir", "", "the unit's WorkingDirectory, where the configuration's relative paths (command, script, cwd, the env's paths) resolve, as they do for `supervisor run` (default: the current directory)")
@@ -32,6 +35,11 @@ func Startup(ctx context.Context, env Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("startup: unexpected argument %q", fs.Arg(0))
+	}
+	if req.Config == "" {
+		if err := startupConfig(ctx, env, &req); err != nil {
+			return err
+		}
 	}
 	bin, err := os.Executable()
 	if err == nil {
@@ -60,4 +68,29 @@ func Startup(ctx context.Context, env Env, args []string) error {
 		"# (without -socket, the commands find %s when no other supervisor runs)\n",
 		u.Bin, flags, u.Name, u.Name, u.Name, u.Name, u.Socket)
 	return nil
+}
+
+// startupConfig finds what a bare `startup` (pm2 startup, which takes the running
+// processes) makes the unit of: the configuration the running supervisor runs, from its
+// directory; else the first of start's files here (ecosystem.config.js, ...).
+func startupConfig(ctx context.Context, env Env, req *appspec.UnitRequest) error {
+	socket := control.DefaultSocket(env.Getenv)
+	fs := flags(env, "startup")
+	if err := findSocket(fs, &socket, env); err == nil {
+		if st, err := control.NewClient(socket).StatusWithin(ctx, 2*time.Second); err == nil && st.Config != "" {
+			req.Config = st.Config
+			if req.Dir == "" {
+				req.Dir = st.Cwd
+			}
+			fmt.Fprintf(env.Stderr, "supervisor startup: the unit of the running supervisor's configuration, %s (from %s; -config chooses another)\n", st.Config, st.Cwd)
+			return nil
+		}
+	}
+	for _, f := range defaultStartFiles {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+			req.Config = f
+			return nil
+		}
+	}
+	return fmt.Errorf("startup: no configuration: no supervisor with one runs at %s, and none of %s is here: give -config FILE", socket, strings.Join(defaultStartFiles, ", "))
 }
