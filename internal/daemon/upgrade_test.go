@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/registry"
 )
 
@@ -82,4 +86,61 @@ func emptyRegistry(t *testing.T) *registry.Registry {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// TestUpgradeCheckWhileStopping: the upgrade check (SIGUSR2's, in the main loop) runs over
+// and over while the one app is stopped and started again under it. It once read the app's
+// cluster twice, so a stop between the reads handed the second a nil cluster and the
+// supervisor died of the panic; it now reads each app once, and every check ends in one of
+// the check's own answers.
+func TestUpgradeCheckWhileStopping(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	cfg := cluster.Config{Command: []string{"sleep", "60"}, ExecMode: cluster.ExecFork, Instances: 1, KillTimeout: cluster.Duration(time.Second)}
+	reg, _, err := registry.New([]cluster.App{{Name: "api", Config: cfg}}, registry.Setup{Socket: filepath.Join(t.TempDir(), "s.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := reg.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Kill()
+	u := &upgrader{reg: reg, defaultBinary: "/bin/true"}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := reg.StopApp(ctx, "api"); err != nil {
+				t.Errorf("stop: %v", err)
+				return
+			}
+			if err := reg.StartApps(ctx, "api", false); err != nil {
+				t.Errorf("start: %v", err)
+				return
+			}
+		}
+	})
+	var refused, passed int
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		_, err := u.check("relative")
+		switch {
+		case err != nil && strings.Contains(err.Error(), "cannot rejoin"):
+			refused++ // the app was running: sleep cannot rejoin
+		case err != nil && strings.Contains(err.Error(), "want an absolute path"):
+			passed++ // the app was stopped: on to the binary's checks
+		default:
+			t.Fatalf("check = %v", err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d checks met the app running, %d stopped", refused, passed)
 }

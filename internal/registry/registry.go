@@ -143,6 +143,9 @@ type Setup struct {
 // per-worker files and, with several apps, its own out_file beside the merged log (returned
 // for the caller to reopen and close, even with an error).
 func New(specs []cluster.App, fs Setup) (*Registry, []*applog.File, error) {
+	if fs.Options.Logger == nil {
+		fs.Options.Logger = zap.NewNop() // the zero Setup logs nowhere, as cluster.Options does
+	}
 	r := &Registry{setup: fs}
 	multi := len(specs) > 1
 	var notifyApp func(app string) func(string)
