@@ -16,6 +16,7 @@ import (
 
 	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/ceiling"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // runFleet is `ceiling fleet`: H hosts × N workers behind each balancer (root). Its steps:
@@ -204,7 +205,7 @@ func (f *fleetFlags) fleetConfig(st fleetSetup, scratch, dir string, report func
 			Logger: st.log, Thresholds: ceiling.Thresholds{OtherCores: f.otherCores}},
 		Hosts: f.hs, N: f.n, Balancers: splitList(f.balancers), HostQuota: f.quota,
 		HostCPUs: f.hc, BalancerCPUs: f.bc, GenCPUs: f.gc, ConnsPerHost: f.conns, Repeat: f.repeat,
-		HAProxyTemplate: st.tmpls[0], NftTemplate: st.tmpls[1], Progress: filepath.Join(dir, ceiling.ProgressFile),
+		HAProxyTemplate: st.tmpls[0], NftTemplate: st.tmpls[1], Progress: filepath.Join(dir, progress.FileName),
 		Pin: func(cpus []int, cgroup string, argv []string) []string {
 			if cpus == nil { // pin needs a list: every core, a quota alone
 				for c := range runtime.NumCPU() {

@@ -13,6 +13,7 @@ import (
 	"github.com/onehost/onehost/internal/ceiling"
 	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
 	"github.com/onehost/onehost/internal/proctest"
+	"github.com/onehost/onehost/internal/progress"
 	"github.com/onehost/onehost/internal/seedtest"
 )
 
@@ -89,10 +90,10 @@ func TestFleetCeiling(t *testing.T) {
 			t.Errorf("plot %s: %v", n, err)
 		}
 	}
-	var prog ceiling.Progress
-	if b, err := os.ReadFile(filepath.Join(res, "fleet", ceiling.ProgressFile)); err != nil || json.Unmarshal(b, &prog) != nil {
+	var prog progress.File
+	if b, err := os.ReadFile(filepath.Join(res, "fleet", progress.FileName)); err != nil || json.Unmarshal(b, &prog) != nil {
 		t.Errorf("progress.json: %v", err)
-	} else if prog.State != ceiling.ProgressDone || prog.Kind != ceiling.ProgressFleet || prog.RunsDone != 3 || prog.Last == nil || prog.Last.Hosts != 2 {
+	} else if prog.State != progress.Done || prog.Kind != progress.KindFleet || prog.RunsDone != 3 || prog.Last == nil || prog.Last.Hosts != 2 {
 		t.Errorf("progress %+v, want a fleet's, done after 3 runs, the last on 2 hosts", prog)
 	}
 	// -replot draws them again from ceiling.json alone.

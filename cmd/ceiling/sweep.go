@@ -19,6 +19,7 @@ import (
 
 	"github.com/onehost/onehost/internal/ceiling"
 	"github.com/onehost/onehost/internal/ceiling/linkshape"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // common are the flags sweep and nic share.
@@ -237,7 +238,7 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
 		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker, HostBusyRepeats: c.hostBusyRepeats,
 		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin, Compress: c.compress,
-		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, ceiling.ProgressFile),
+		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, progress.FileName),
 		Report: func(r ceiling.Run) {
 			fmt.Fprintln(stdout, r.Line())
 			ceiling.AppendJSONLine(p.jsonl, r)

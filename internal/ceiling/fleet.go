@@ -26,6 +26,7 @@ import (
 	"github.com/onehost/onehost/internal/balancer"
 	"github.com/onehost/onehost/internal/cpuquota"
 	"github.com/onehost/onehost/internal/fleetns"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // The balancers a fleet runs behind.
@@ -193,7 +194,7 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	}
 	f := &Fleet{cfg: cfg, gen: gen, log: cfg.Sweep.Logger}
 	if f.progress = newProgressWriter(cfg.Progress, f.log, time.Now); f.progress != nil {
-		f.progress.p.Kind = ProgressFleet
+		f.progress.p.Kind = progress.KindFleet
 	}
 	return f, nil
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/goldentest"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // fleetRuns is a fleet of H = 1, 2 behind the three balancers, two workloads, two
@@ -164,10 +165,10 @@ func TestWriteFleetPlots(t *testing.T) {
 // TestFleetProgressFile: progress.json as a fleet writes it, Kind fleet, its runs naming
 // the balancer and H (golden: the supervisor's dashboard test reads it).
 func TestFleetProgressFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), ProgressFile)
+	path := filepath.Join(t.TempDir(), progress.FileName)
 	clock := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
 	w := newProgressWriter(path, zap.NewNop(), func() time.Time { return clock })
-	w.p.PID, w.p.Kind = 4242, ProgressFleet
+	w.p.PID, w.p.Kind = 4242, progress.KindFleet
 	done := FleetRun{Workload: "hello", Balancer: BalancerHAProxy, Hosts: 2, N: 1, Started: clock.Add(time.Second),
 		DurationS: 3.002, RPS: 23714.2, ServerUsPerReq: 14.2, BalancerUsPerReq: 51.9, P99Ms: 4.13, Verdict: VerdictUnclear}
 	next := FleetRun{Workload: "feed", Balancer: BalancerNft, Hosts: 2, N: 1, Started: clock.Add(5 * time.Second)}
@@ -178,11 +179,11 @@ func TestFleetProgressFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p progress.File
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatalf("progress.json does not parse: %v\n%s", err, b)
 	}
-	if p.Kind != ProgressFleet || p.RunsDone != 1 || p.Current == nil || p.Current.Hosts != 2 || p.Current.Balancer != BalancerNft ||
+	if p.Kind != progress.KindFleet || p.RunsDone != 1 || p.Current == nil || p.Current.Hosts != 2 || p.Current.Balancer != BalancerNft ||
 		p.Last == nil || p.Last.BalancerUsPerReq != 51.9 || p.Last.CPUUsPerReq != 14.2 {
 		t.Errorf("progress %+v, want a fleet's: feed behind nftables on 2 hosts, hello's figures last", p)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/goldentest"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // TestProgressFile: what progress.json says at each step of a sweep, one golden file per
@@ -20,7 +21,7 @@ import (
 // supervisor's dashboard test reads (cmd/supervisor), so the two sides of the file agree.
 func TestProgressFile(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, ProgressFile)
+	path := filepath.Join(dir, progress.FileName)
 	clock := time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
 	w := newProgressWriter(path, zap.NewNop(), func() time.Time { return clock })
 	w.p.PID = 4242 // the test binary's own would change from run to run
@@ -45,7 +46,7 @@ func TestProgressFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
-		var p Progress
+		var p progress.File
 		if err := json.Unmarshal(b, &p); err != nil {
 			t.Fatalf("%s: progress.json does not parse: %v\n%s", st.name, err, b)
 		}
@@ -70,15 +71,15 @@ func TestProgressFromSweep(t *testing.T) {
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "seed.db")
 	os.WriteFile(seed, []byte("not really sqlite"), 0o644)
-	path := filepath.Join(dir, ProgressFile)
-	var seen []Progress // what the file said as each run was reported
+	path := filepath.Join(dir, progress.FileName)
+	var seen []progress.File // what the file said as each run was reported
 	cfg := SweepConfig{
 		Supervisor: exe, Worker: exe, SeedDB: seed, WorkDir: dir, Ns: []int{1}, Modes: []string{ModeSingle},
 		Duration: time.Second, Warmup: -1, NoPin: true, Progress: path,
 		Workloads: []Workload{{Name: "hello", Path: "/api/hello"}, {Name: "missing", Path: "/api/missing"}},
 		Environ:   append(os.Environ(), fakeEnv+"=worker"),
 		Report: func(Run) {
-			var p Progress
+			var p progress.File
 			b, _ := os.ReadFile(path)
 			json.Unmarshal(b, &p)
 			seen = append(seen, p)
@@ -93,7 +94,7 @@ func TestProgressFromSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The file is rewritten before the run is reported: a dashboard is never behind the log.
-	if len(seen) != 2 || seen[0].State != ProgressRunning || seen[0].RunsDone != 1 || seen[0].Current != nil ||
+	if len(seen) != 2 || seen[0].State != progress.Running || seen[0].RunsDone != 1 || seen[0].Current != nil ||
 		seen[0].Last == nil || seen[0].Last.Workload != "hello" || seen[0].Last.RPS != 20 || seen[0].Last.Verdict == "" {
 		t.Errorf("as the first run was reported the file said %+v, want running, hello done at 20 req/s with a verdict", seen)
 	}
@@ -101,11 +102,11 @@ func TestProgressFromSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p progress.File
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatalf("progress.json does not parse: %v\n%s", err, b)
 	}
-	if p.State != ProgressDone || p.PID != os.Getpid() || p.RunsDone != 2 || p.Current != nil || p.Error != "" {
+	if p.State != progress.Done || p.PID != os.Getpid() || p.RunsDone != 2 || p.Current != nil || p.Error != "" {
 		t.Errorf("at the end: %s\nwant done, pid %d, 2 runs, no current run, no error", b, os.Getpid())
 	}
 	if l := p.Last; l == nil || l.Workload != "missing" || !strings.Contains(l.Skipped, "404") {

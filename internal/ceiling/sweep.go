@@ -141,7 +141,7 @@ type SweepConfig struct {
 	Wrap func(argv []string) []string
 	// LoadHosts: run the generator on these hosts over ssh (see LoadHosts); zero: here.
 	LoadHosts LoadHosts
-	// Progress: keep this file (ProgressFile in the results directory) saying which run is
+	// Progress: keep this file (progress.FileName in the results directory) saying which run is
 	// being measured and how the last one went, for a dashboard; default "": none.
 	Progress string
 }

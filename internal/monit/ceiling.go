@@ -17,11 +17,12 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/procstat"
+	"github.com/onehost/onehost/internal/progress"
 )
 
 // dashCeiling is a ceiling sweep as the dashboard shows it: its progress.json (written by
-// internal/ceiling; decoded here field by field, since the supervisor does not import the
-// instruments) and the plots of the last finished sweep.
+// internal/ceiling, whose types package progress holds, since the supervisor imports no
+// instrument) and the plots of the last finished sweep.
 type dashCeiling struct {
 	Dir string `json:"dir"`
 	// State: "running", "done", "interrupted" (the file says running but its process is
@@ -48,25 +49,10 @@ func fillHint(dir string) string {
 		"this panel then shows each run as it goes, and the plots (docs/ceiling.md, docs/fleet.md)", dir, dir, dir, dir)
 }
 
-// dashRun is one run of progress.json.
+// dashRun is one run of progress.json, and for the current run how long it has gone.
 type dashRun struct {
-	Workload    string    `json:"workload"`
-	Mode        string    `json:"mode"`
-	Purpose     string    `json:"purpose"`
-	N           int       `json:"n"`
-	Started     time.Time `json:"started"`
-	ExpectedS   float64   `json:"expected_s,omitempty"`
-	ElapsedS    float64   `json:"elapsed_s,omitempty"` // the current run: since it began
-	DurationS   float64   `json:"duration_s,omitempty"`
-	RPS         float64   `json:"rps,omitempty"`
-	CPUUsPerReq float64   `json:"cpu_us_per_req,omitempty"`
-	P99Ms       float64   `json:"p99_ms,omitempty"`
-	Verdict     string    `json:"verdict,omitempty"`
-	Skipped     string    `json:"skipped,omitempty"`
-	// A fleet's run: its balancer, its hosts H and the balancer's CPU µs per request.
-	Balancer         string  `json:"balancer,omitempty"`
-	Hosts            int     `json:"hosts,omitempty"`
-	BalancerUsPerReq float64 `json:"balancer_cpu_us_per_req,omitempty"`
+	progress.Run
+	ElapsedS float64 `json:"elapsed_s,omitempty"`
 }
 
 // dashPlot is one SVG of the last sweep, by the URL the page loads it from; the URL
@@ -87,7 +73,7 @@ func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 			c.Fill = fillHint(dir)
 		}
 	}()
-	var progress string
+	var progressPath string
 	var progressAt time.Time
 	svgs := map[string][]fs.FileInfo{} // relative directory → its SVG files
 	var svgDir string
@@ -112,8 +98,8 @@ func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 				continue
 			}
 			switch {
-			case name == "progress.json" && info.ModTime().After(progressAt):
-				progress, progressAt = path.Join(rel, name), info.ModTime()
+			case name == progress.FileName && info.ModTime().After(progressAt):
+				progressPath, progressAt = path.Join(rel, name), info.ModTime()
 			case strings.HasSuffix(name, ".svg"):
 				svgs[rel] = append(svgs[rel], info)
 				if info.ModTime().After(svgAt) {
@@ -126,8 +112,8 @@ func readCeiling(dir string, now time.Time, alive func(int) bool) *dashCeiling {
 	for _, sub := range scan(".") {
 		scan(sub)
 	}
-	if progress != "" {
-		readProgress(c, filepath.Join(dir, progress), now, alive)
+	if progressPath != "" {
+		readProgress(c, filepath.Join(dir, progressPath), now, alive)
 	}
 	files := svgs[svgDir]
 	slices.SortFunc(files, func(a, b fs.FileInfo) int {
@@ -164,16 +150,7 @@ func plotRank(name string) int {
 
 // readProgress fills c from the progress file at p.
 func readProgress(c *dashCeiling, p string, now time.Time, alive func(int) bool) {
-	var pr struct {
-		State    string    `json:"state"`
-		Kind     string    `json:"kind"`
-		PID      int       `json:"pid"`
-		Updated  time.Time `json:"updated"`
-		RunsDone int       `json:"runs_done"`
-		Current  *dashRun  `json:"current"`
-		Last     *dashRun  `json:"last"`
-		Error    string    `json:"error"`
-	}
+	var pr progress.File
 	b, err := readSmall(p, 1<<20)
 	if err == nil {
 		err = json.Unmarshal(b, &pr)
@@ -182,8 +159,14 @@ func readProgress(c *dashCeiling, p string, now time.Time, alive func(int) bool)
 		c.State, c.Error = "unreadable", fmt.Sprintf("read %s: %v", p, err)
 		return
 	}
-	c.State, c.Kind, c.Updated, c.RunsDone, c.Current, c.Last, c.Error = pr.State, pr.Kind, pr.Updated, pr.RunsDone, pr.Current, pr.Last, pr.Error
-	if c.State == "running" && !alive(pr.PID) {
+	c.State, c.Kind, c.Updated, c.RunsDone, c.Error = pr.State, pr.Kind, pr.Updated, pr.RunsDone, pr.Error
+	if pr.Current != nil {
+		c.Current = &dashRun{Run: *pr.Current}
+	}
+	if pr.Last != nil {
+		c.Last = &dashRun{Run: *pr.Last}
+	}
+	if c.State == progress.Running && !alive(pr.PID) {
 		c.State, c.Current = "interrupted", nil
 	}
 	if c.Current != nil {
