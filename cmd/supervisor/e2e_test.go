@@ -66,7 +66,7 @@ func TestRealWorkerCluster(t *testing.T) {
 			st, err = c.status()
 			roles := map[string]int{}
 			for _, w := range st.Workers {
-				roles[w.Writes]++
+				roles[w.Role]++
 			}
 			if err == nil && roles["owner"] == 1 && roles["follower"] == 1 {
 				return st
@@ -79,8 +79,8 @@ func TestRealWorkerCluster(t *testing.T) {
 	}
 	waitRoles("before the reload")
 	table, _ := c.cmd("status")
-	if !strings.Contains(table, "writes") || !strings.Contains(table, "owner") {
-		t.Errorf("status table without the writes column:\n%s", table)
+	if !strings.Contains(table, "role") || !strings.Contains(table, "owner") {
+		t.Errorf("status table without the role column:\n%s", table)
 	}
 
 	// A reload under reads and writes loses nothing: the owner hands its writes over while

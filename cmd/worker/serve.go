@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/steering"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // runServe runs one worker in named steps: parse the config, start logging and watch the
@@ -264,9 +266,10 @@ func (w supervised) serveSupervisor(ctx context.Context, sup *ipc.Conn, probe *h
 		st := srv.Stats()
 		healthy, why := probe.result()
 		wp := store.WritePath()
+		report, _ := json.Marshal(writepath.Report{WritePath: &wp}) // counters and slices of them: cannot fail
 		return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
 			Connections: st.Connections, LoopConnections: st.LoopConnections,
-			Healthy: healthy, Error: why, Writes: store.WriteRole(), WritePath: &wp}
+			Healthy: healthy, Error: why, Role: store.WriteRole(), Report: report}
 	}
 	// The supervisor's `drain` (the host leaving its balancer) turns keep-alive off,
 	// `ready` back on: the worker serves on throughout.

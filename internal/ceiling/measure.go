@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/procstat"
 )
 
@@ -45,7 +46,7 @@ func (s *Sweeper) Measure(ctx context.Context, srv *Server, wl Workload, o Measu
 		return r
 	}
 	s.warmUp(ctx, l, o)
-	var before clusterStatus
+	var before control.Status
 	if srv.Mode == ModeCluster {
 		before, _ = srv.status(ctx)
 	}
@@ -186,7 +187,7 @@ type window struct {
 	argv         []string
 	snap0, snap1 snapshot
 	wall         float64
-	mid          clusterStatus
+	mid          control.Status
 }
 
 // loadWindow runs the measured load for Duration, snapshotting tree as it starts and ends
@@ -195,7 +196,7 @@ type window struct {
 func (s *Sweeper) loadWindow(ctx context.Context, l load, tree *procstat.Tree) (window, error) {
 	srv := l.srv
 	var w window
-	mid := make(chan clusterStatus, 1)
+	mid := make(chan control.Status, 1)
 	midCtx, midCancel := context.WithCancel(ctx)
 	defer midCancel()
 	var err0, err1 error
@@ -204,11 +205,11 @@ func (s *Sweeper) loadWindow(ctx context.Context, l load, tree *procstat.Tree) (
 		w.snap0, err0 = takeSnapshot(tree)
 		t0 = time.Now()
 		if srv.Mode != ModeCluster {
-			mid <- clusterStatus{}
+			mid <- control.Status{}
 			return
 		}
 		go func() {
-			var st clusterStatus
+			var st control.Status
 			wait := max(s.cfg.Duration/2, min(1200*time.Millisecond, s.cfg.Duration-300*time.Millisecond))
 			if sleepCtx(midCtx, wait) {
 				st, _ = srv.status(midCtx)
@@ -224,7 +225,7 @@ func (s *Sweeper) loadWindow(ctx context.Context, l load, tree *procstat.Tree) (
 	res, argv, genErr := s.generate(ctx, l, s.cfg.Duration, started, ended)
 	w.res, w.argv = res, argv
 	if t0.IsZero() { // the load never started (a host failed first)
-		mid <- clusterStatus{}
+		mid <- control.Status{}
 	}
 	if err0 != nil {
 		genErr = err0
@@ -294,7 +295,7 @@ func recordCosts(r *Run, w window, active float64) {
 // recordWorkers records, in cluster mode, each worker's share of the requests (the
 // supervisor's counters before and after, settled with Settle) and of the connections
 // mid-run, the kernel's steering, and the write path.
-func (s *Sweeper) recordWorkers(ctx context.Context, r *Run, srv *Server, o MeasureOptions, before, mid clusterStatus) {
+func (s *Sweeper) recordWorkers(ctx context.Context, r *Run, srv *Server, o MeasureOptions, before, mid control.Status) {
 	after := before
 	if o.Settle {
 		sleepCtx(ctx, 1100*time.Millisecond)
@@ -326,7 +327,7 @@ func (s *Sweeper) judge(r *Run, o MeasureOptions) {
 }
 
 // shares is each worker's requests between two status snapshots and connections mid-run.
-func shares(before, after, mid clusterStatus) []WorkerShare {
+func shares(before, after, mid control.Status) []WorkerShare {
 	var out []WorkerShare
 	for _, w := range after.Workers {
 		ws := WorkerShare{ID: w.ID, Requests: w.Requests}

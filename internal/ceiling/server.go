@@ -19,9 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"go.uber.org/zap"
-
-	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Server is one running server: the supervisor with its workers, one worker, or a peer
@@ -106,7 +105,7 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 
 	ready := func() bool {
 		if mode == ModeCluster {
-			if st, err := srv.status(ctx); err == nil && st.Addr != "" && st.online() == n {
+			if st, err := srv.status(ctx); err == nil && st.Addr != "" && online(st) == n {
 				srv.Addr = st.Addr
 			}
 		} else {
@@ -211,25 +210,8 @@ func (srv *Server) Stop() error {
 	return nil
 }
 
-// clusterStatus is `supervisor status -json` (cmd/supervisor's statusReply).
-type clusterStatus struct {
-	Addr     string `json:"addr"`
-	Steering string `json:"steering"`
-	Workers  []struct {
-		ID          int    `json:"id"`
-		PID         int    `json:"pid"`
-		Status      string `json:"status"`
-		Requests    uint64 `json:"requests"`
-		Connections int64  `json:"connections"`
-		// WritePath: the worker's write counters (writes.go), nil when it keeps none;
-		// Writes its write role ("owner", ...); CPUSeconds its CPU time so far.
-		WritePath  *writepath.Counters `json:"write_path"`
-		Writes     string              `json:"writes"`
-		CPUSeconds float64             `json:"cpu_seconds"`
-	} `json:"workers"`
-}
-
-func (st clusterStatus) online() int {
+// online counts st's online workers.
+func online(st control.Status) int {
 	n := 0
 	for _, w := range st.Workers {
 		if w.Status == "online" {
@@ -239,19 +221,13 @@ func (st clusterStatus) online() int {
 	return n
 }
 
-// status runs `supervisor status -json` against a cluster server.
-func (srv *Server) status(ctx context.Context) (clusterStatus, error) {
-	var st clusterStatus
+// status asks a cluster server's supervisor for its status over its control socket.
+func (srv *Server) status(ctx context.Context) (control.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, srv.sup, "status", "-json", "-socket", srv.socket)
-	cmd.Env = srv.environ
-	out, err := cmd.Output()
+	st, err := control.NewClient(srv.socket).Status(ctx, "")
 	if err != nil {
 		return st, fmt.Errorf("supervisor status: %w", err)
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return st, fmt.Errorf("decode supervisor status: %w", err)
 	}
 	return st, nil
 }

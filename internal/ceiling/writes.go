@@ -4,9 +4,11 @@
 package ceiling
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/writepath"
 )
 
@@ -73,30 +75,41 @@ type WritePath struct {
 	OwnerCores float64 `json:"owner_cores"`
 }
 
+// writePathIn is the write-path counters in w's report (the feed worker's
+// writepath.Report), nil when it reports none or something else.
+func writePathIn(w control.Worker) *writepath.Counters {
+	var r writepath.Report
+	if len(w.Report) == 0 || json.Unmarshal(w.Report, &r) != nil {
+		return nil
+	}
+	return r.WritePath
+}
+
 // writePathOf sums the workers' write counters between two status readings; nil when no
 // worker reports them. rps and conns are the run's (the generator's).
-func writePathOf(before, after clusterStatus, rps float64, conns int) *WritePath {
+func writePathOf(before, after control.Status, rps float64, conns int) *WritePath {
 	var sum writepath.Counters
 	var requests uint64
 	busiest := uint64(0)
 	ownerCPU := 0.0
 	found := false
 	for _, w := range after.Workers {
-		if w.WritePath == nil {
+		wp := writePathIn(w)
+		if wp == nil {
 			continue
 		}
 		var b writepath.Counters
 		var breq uint64
 		bcpu := -1.0
 		for _, x := range before.Workers {
-			if x.ID == w.ID && x.PID == w.PID && x.WritePath != nil {
-				b, breq, bcpu = *x.WritePath, x.Requests, x.CPUSeconds
+			if xp := writePathIn(x); x.ID == w.ID && x.PID == w.PID && xp != nil {
+				b, breq, bcpu = *xp, x.Requests, x.CPUSeconds
 			}
 		}
-		if w.Writes == "owner" && bcpu >= 0 && bcpu <= w.CPUSeconds {
+		if w.Role == "owner" && bcpu >= 0 && bcpu <= w.CPUSeconds {
 			ownerCPU = w.CPUSeconds - bcpu
 		}
-		d := w.WritePath.Sub(b)
+		d := wp.Sub(b)
 		if breq <= w.Requests {
 			requests += w.Requests - breq
 		}

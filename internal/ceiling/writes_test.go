@@ -1,10 +1,12 @@
 package ceiling
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/writepath"
 )
 
@@ -62,15 +64,13 @@ func TestJudgeWrites(t *testing.T) {
 // TestWritePathOf: two status readings of a 2-worker cluster (an owner and a follower)
 // around a run, summed into the run's write path.
 func TestWritePathOf(t *testing.T) {
-	type worker = struct {
-		ID          int                 `json:"id"`
-		PID         int                 `json:"pid"`
-		Status      string              `json:"status"`
-		Requests    uint64              `json:"requests"`
-		Connections int64               `json:"connections"`
-		WritePath   *writepath.Counters `json:"write_path"`
-		Writes      string              `json:"writes"`
-		CPUSeconds  float64             `json:"cpu_seconds"`
+	// worker is a status row as the supervisor passes the feed worker's report on.
+	worker := func(id, pid int, requests uint64, role string, cpu float64, wp *writepath.Counters) control.Worker {
+		report, err := json.Marshal(writepath.Report{WritePath: wp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return control.Worker{ID: id, PID: pid, Requests: requests, Role: role, CPUSeconds: cpu, Report: report}
 	}
 	ms := func(n float64) uint64 { return uint64(n * float64(time.Millisecond)) }
 	hist := func(d time.Duration, n uint64) []uint64 {
@@ -78,19 +78,19 @@ func TestWritePathOf(t *testing.T) {
 		h[len(h)-1] = n
 		return h
 	}
-	before := clusterStatus{Workers: []worker{
-		{ID: 0, PID: 10, Requests: 1000, Writes: "owner", CPUSeconds: 5, WritePath: &writepath.Counters{Writes: 80, Commits: 10, Committed: 160}},
-		{ID: 1, PID: 11, Requests: 1000, Writes: "follower", CPUSeconds: 4, WritePath: &writepath.Counters{Writes: 80, Forwards: 80}},
+	before := control.Status{Workers: []control.Worker{
+		worker(0, 10, 1000, "owner", 5, &writepath.Counters{Writes: 80, Commits: 10, Committed: 160}),
+		worker(1, 11, 1000, "follower", 4, &writepath.Counters{Writes: 80, Forwards: 80}),
 	}}
 	// 20,000 requests in the window at 10,000 req/s: 2 s. 1,600 writes, 800 each; the
 	// owner committed all of them in 200 commits of 8.
-	after := clusterStatus{Workers: []worker{
-		{ID: 0, PID: 10, Requests: 11000, Writes: "owner", CPUSeconds: 6.8, WritePath: &writepath.Counters{
+	after := control.Status{Workers: []control.Worker{
+		worker(0, 10, 11000, "owner", 6.8, &writepath.Counters{
 			Writes: 880, WriteNs: ms(800 * 2), WriteHist: hist(2*time.Millisecond, 800),
 			Commits: 210, Committed: 1760, LargestBatch: 16, CommitNs: ms(200 * 0.5),
-			QueueNs: ms(1600 * 1.5), QueueHist: hist(1500*time.Microsecond, 1600), Checkpoints: 8, CheckpointNs: ms(8 * 10)}},
-		{ID: 1, PID: 11, Requests: 11000, Writes: "follower", CPUSeconds: 5, WritePath: &writepath.Counters{
-			Writes: 880, WriteNs: ms(800 * 6), WriteHist: hist(6*time.Millisecond, 800), Forwards: 880, ForwardNs: ms(800 * 6)}},
+			QueueNs: ms(1600 * 1.5), QueueHist: hist(1500*time.Microsecond, 1600), Checkpoints: 8, CheckpointNs: ms(8 * 10)}),
+		worker(1, 11, 11000, "follower", 5, &writepath.Counters{
+			Writes: 880, WriteNs: ms(800 * 6), WriteHist: hist(6*time.Millisecond, 800), Forwards: 880, ForwardNs: ms(800 * 6)}),
 	}}
 	wp := writePathOf(before, after, 10000, 32)
 	want := WritePath{Writes: 1600, WriteShare: 0.08, WritesPerS: 800, WriteMeanMs: 4, Parked: 0.1,
@@ -104,7 +104,7 @@ func TestWritePathOf(t *testing.T) {
 	if wp.WriteP99Ms < 6 || wp.WriteP99Ms > 7.5 || wp.QueueP99Ms < 1.5 || wp.QueueP99Ms > 1.9 {
 		t.Errorf("p99s: write %v ms (want 6 to 7.5), queue %v ms (want 1.5 to 1.9)", wp.WriteP99Ms, wp.QueueP99Ms)
 	}
-	if got := writePathOf(clusterStatus{}, clusterStatus{Workers: []worker{{ID: 0}}}, 1000, 8); got != nil {
+	if got := writePathOf(control.Status{}, control.Status{Workers: []control.Worker{{ID: 0}}}, 1000, 8); got != nil {
 		t.Errorf("workers without counters: got %+v, want nil", got)
 	}
 }

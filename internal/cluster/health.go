@@ -97,13 +97,13 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 		}
 		p.requests, p.prevReq, p.prevReqAt = m.Requests, m.Requests, now
 		p.connections, p.loopConns = m.Connections, m.LoopConnections
-		if m.WritePath != nil {
-			p.writePath = m.WritePath
+		if m.Report != nil {
+			p.report = m.Report
 		}
-		if m.Writes != p.writes && m.Writes != "" {
+		if m.Role != p.role && m.Role != "" {
 			// Logged as said, whatever the words: the supervisor does not interpret them.
-			p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
-			p.writes = m.Writes
+			p.log.Info("worker's role changed", zap.String("role", m.Role), zap.String("was", p.role))
+			p.role = m.Role
 		}
 		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {
 			// Log changes only, as the worker does.

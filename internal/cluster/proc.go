@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/ipc"
-	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Worker states, as `status` prints them (PM2's words).
@@ -91,11 +90,11 @@ type proc struct {
 	drainTimer  *time.Timer
 	health      string       // HealthOK, HealthUnhealthy or "" (not reported)
 	healthErr   string       // why unhealthy, as the worker said
-	writes      string       // the worker's part in its database's writes, as it said (ipc.Msg.Writes)
+	role        string       // the worker's part in its app, as it said (ipc.Msg.Role)
 	serve       servingWatch // whether it serves its slot, for those without ipc (serving.go)
 
-	// writePath is the worker's write-path counters, as it last sent them (ipc.Msg.WritePath).
-	writePath *writepath.Counters
+	// report is what the worker last said of itself (ipc.Msg.Report), passed on unread.
+	report json.RawMessage
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on every

@@ -90,7 +90,7 @@ func (s *Supervisor) Status() []WorkerStatus {
 				r.Requests, r.RPS, r.Connections = p.requests, p.rps, p.connections
 				r.LoopConnections = p.loopConns
 				r.Health, r.HealthError = p.health, p.healthErr
-				r.Writes, r.WritePath = p.writes, p.writePath
+				r.Role, r.Report = p.role, p.report
 				r.Note = p.statusText
 				r.NoCounters = !p.speaksIPC && !p.nodeCounters
 				r.Adopted = p.adopted

@@ -35,6 +35,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,7 +50,6 @@ import (
 
 	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/steering"
-	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Options are the supervisor's collaborators. The zero value works.
@@ -151,14 +151,14 @@ type WorkerStatus struct {
 	// still serves reads into a crash loop.
 	Health      string `json:"health"`
 	HealthError string `json:"health_error,omitempty"`
-	// Writes is the worker's part in its database's writes as it reports it (the feed
+	// Role is the worker's own word for its part in its app as it reports it (the feed
 	// worker: "owner" for the one that commits every worker's writes, "follower"), or ""
 	// when it reports none. Shown, not acted on.
-	Writes string `json:"writes,omitempty"`
-	// WritePath is the worker's write-path counters since it started, as its last stats
-	// answer gave them (package writepath; the feed worker's), or nil. The ceiling sweep
-	// subtracts two readings to judge whether writes bounded a run.
-	WritePath *writepath.Counters `json:"write_path,omitempty"`
+	Role string `json:"role,omitempty"`
+	// Report is the rest of what the worker said of itself in its last stats answer
+	// (ipc.Msg.Report: the feed worker's write-path counters, which the ceiling sweep
+	// reads), as it said it, or nil. The supervisor never reads it.
+	Report json.RawMessage `json:"report,omitempty"`
 	// Note is the worker's own one-line status, as it last sent it with sd_notify's
 	// STATUS= ("" when it sends none).
 	Note string `json:"note,omitempty"`

@@ -3,8 +3,6 @@ package control
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Status is the body of GET /status and the output of `status -json`.
@@ -87,10 +85,11 @@ type Worker struct {
 	// said: "ok", "unhealthy" (HealthError says why), or "" when it reports none.
 	Health      string `json:"health"`
 	HealthError string `json:"health_error,omitempty"`
-	// Writes is the worker's part in its database's writes as it reports it, or "".
-	Writes string `json:"writes,omitempty"`
-	// WritePath is the worker's write-path counters since it started, or nil.
-	WritePath *writepath.Counters `json:"write_path,omitempty"`
+	// Role is the worker's own word for its part in its app, or "" (the feed worker's
+	// write role); Report the rest of what it says of itself, a JSON value passed on as it
+	// came (the feed worker's write-path counters), or absent. Neither is read here.
+	Role   string          `json:"role,omitempty"`
+	Report json.RawMessage `json:"report,omitempty"`
 	// Note is the worker's own one-line status (sd_notify's STATUS=), "" when none.
 	Note string `json:"note,omitempty"`
 	// NotServing says why a worker shown as not-serving does not serve its slot.

@@ -20,9 +20,9 @@ type metrics struct {
 	reg *registry.Registry
 	log *zap.Logger
 
-	up, restarts, cpu, rss, requests, conns, healthy, owner *prometheus.Desc
-	reloads, reloadsAborted, scales, steering               *prometheus.Desc
-	hostCPU, netRx, netTx                                   *prometheus.Desc
+	up, restarts, cpu, rss, requests, conns, healthy, role *prometheus.Desc
+	reloads, reloadsAborted, scales, steering              *prometheus.Desc
+	hostCPU, netRx, netTx                                  *prometheus.Desc
 }
 
 // Every series of a worker or a cluster carries its app's name in "app" ("" for a
@@ -40,7 +40,7 @@ func newMetrics(reg *registry.Registry, log *zap.Logger) *metrics {
 		requests:       d("worker_requests_total", "Requests the slot's current worker has answered, as it reports them.", w...),
 		conns:          d("worker_open_connections", "Connections the slot's worker holds open, as it reports them.", w...),
 		healthy:        d("worker_healthy", "1 when the worker reports its dependencies healthy, 0 unhealthy; absent when it reports nothing.", w...),
-		owner:          d("worker_write_owner", "1 for the worker that commits every worker's writes, 0 for the others; absent when it reports no role.", w...),
+		role:           d("worker_role_info", "1, its role label the worker's own word for its part in its app (the feed worker's owner or follower); absent when it reports none.", "app", "slot", "role"),
 		reloads:        d("reloads_total", "Rolling reloads begun.", "app"),
 		reloadsAborted: d("reloads_aborted_total", "Rolling reloads aborted (the previous workers kept serving).", "app"),
 		scales:         d("scale_events_total", "Scale operations.", "app"),
@@ -54,7 +54,7 @@ func newMetrics(reg *registry.Registry, log *zap.Logger) *metrics {
 // Describe sends every description (not by collecting: registering must not ask the
 // supervisor for anything).
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.up, m.restarts, m.cpu, m.rss, m.requests, m.conns, m.healthy, m.owner,
+	for _, d := range []*prometheus.Desc{m.up, m.restarts, m.cpu, m.rss, m.requests, m.conns, m.healthy, m.role,
 		m.reloads, m.reloadsAborted, m.scales, m.steering, m.hostCPU, m.netRx, m.netTx} {
 		ch <- d
 	}
@@ -84,8 +84,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			if w.Health != "" {
 				ch <- prometheus.MustNewConstMetric(m.healthy, gauge, b2f(w.Health == cluster.HealthOK), a.Name, slot)
 			}
-			if w.Writes != "" {
-				ch <- prometheus.MustNewConstMetric(m.owner, gauge, b2f(w.Writes == "owner"), a.Name, slot)
+			if w.Role != "" {
+				ch <- prometheus.MustNewConstMetric(m.role, gauge, 1, a.Name, slot, w.Role)
 			}
 		}
 		c := sup.Counters()

@@ -28,7 +28,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	known := map[string]bool{}
 	for _, name := range []string{"worker_up", "worker_restarts_total", "worker_cpu_seconds_total", "worker_resident_memory_bytes",
-		"worker_requests_total", "worker_open_connections", "worker_healthy", "worker_write_owner", "reloads_total",
+		"worker_requests_total", "worker_open_connections", "worker_healthy", "worker_role_info", "reloads_total",
 		"reloads_aborted_total", "scale_events_total", "steering_info", "host_cpu_seconds_total",
 		"host_network_receive_bytes_total", "host_network_transmit_bytes_total"} {
 		known["onehost_"+name] = true

@@ -33,8 +33,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-
-	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Environment variables of the worker protocol, set by the supervisor for each child.
@@ -81,14 +79,15 @@ type Msg struct {
 	// nothing about health (a worker that has no check, or has not finished its first).
 	Healthy bool   `json:"healthy,omitempty"`
 	Error   string `json:"error,omitempty"`
-	// Writes, in a stats answer, is the worker's part in its database's writes, as the
-	// worker names it (the feed worker: "owner", "follower", "none" or "flock"); shown by
-	// the supervisor, not interpreted.
-	Writes string `json:"writes,omitempty"`
-	// WritePath, in a stats answer, is the worker's write-path counters (package
-	// writepath): shown by the supervisor in status -json and /metrics, read by the
-	// ceiling sweep; nil from a worker that keeps none.
-	WritePath *writepath.Counters `json:"write_path,omitempty"`
+	// Role, in a stats answer, is the worker's own word for its part in its app (the feed
+	// worker's write role: "owner", "follower", ...): shown by the supervisor (status's
+	// role column, /metrics' onehost_worker_role), which gives it no meaning.
+	Role string `json:"role,omitempty"`
+	// Report, in a stats answer, is whatever else the worker says of itself, a JSON value
+	// the supervisor passes on as it is (status -json's report) and never reads: the feed
+	// worker's write-path counters, which the ceiling sweep reads. Bounded, with the rest
+	// of the message, by the channel's line limit.
+	Report json.RawMessage `json:"report,omitempty"`
 	// Rejoin, in a ready message (the worker's greeting), says the worker outlives its
 	// supervisor and rejoins the next one at EnvAdopt (rejoin.go): it has cleared its
 	// parent-death signal (OutliveParent). A worker that does not say so dies with it.

@@ -44,7 +44,7 @@ func PrintStatus(w io.Writer, st control.Status) {
 		fmt.Fprintln(w, "drained: out of the balancer (supervisor ready brings it back)")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\twrites"
+	head := "id\tpid\tstatus\tuptime\trestarts\tcpu\tmem\trequests\treq/s\tconns\thealth\trole"
 	if named {
 		head = "app\t" + head
 	}
@@ -54,12 +54,12 @@ func PrintStatus(w io.Writer, st control.Status) {
 		if r.PID != 0 {
 			pid = fmt.Sprint(r.PID)
 		}
-		health, writes := r.Health, r.Writes
+		health, role := r.Health, r.Role
 		if health == "" {
 			health = "-"
 		}
-		if writes == "" {
-			writes = "-"
+		if role == "" {
+			role = "-"
 		}
 		// A program without our ipc reports no counters: unknown, not 0.
 		reqs, rps, conns := "-", "-", "-"
@@ -70,7 +70,7 @@ func PrintStatus(w io.Writer, st control.Status) {
 			fmt.Fprintf(tw, "%s\t", r.App)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, pid, r.Status,
-			Uptime(r.UptimeS), r.Restarts, r.CPUPercent, Mem(r.RSSBytes), reqs, rps, conns, health, writes)
+			Uptime(r.UptimeS), r.Restarts, r.CPUPercent, Mem(r.RSSBytes), reqs, rps, conns, health, role)
 	}
 	for _, a := range st.Apps {
 		// A stopped app keeps its row, as pm2 ls lists it stopped.

@@ -21,9 +21,10 @@ var statusFixtures = []struct {
 		Apps: []control.App{{Mode: "cluster", Status: "running", Addr: "127.0.0.1:3000", Steering: "bpf-rr", Workers: 2}},
 		Workers: []control.Worker{
 			{ID: 0, PID: 4100, Status: "online", UptimeS: 4000, Restarts: 1, CPUPercent: 37.25, CPUSeconds: 12.5, RSSBytes: 41 << 20,
-				Requests: 123456, RPS: 2034.56, Connections: 12, LoopConnections: []int64{6, 6}, Health: cluster.HealthOK, Writes: "owner"},
+				Requests: 123456, RPS: 2034.56, Connections: 12, LoopConnections: []int64{6, 6}, Health: cluster.HealthOK, Role: "owner",
+				Report: json.RawMessage(`{"write_path":{"writes":80,"write_ns":160000}}`)},
 			{ID: 1, PID: 4101, Status: "online", UptimeS: 90, CPUPercent: 35, RSSBytes: 39 << 20, Requests: 120000, RPS: 1999, Connections: 11,
-				Health: cluster.HealthUnhealthy, HealthError: "database: disk I/O error", Writes: "follower", Note: "warming the cache"},
+				Health: cluster.HealthUnhealthy, HealthError: "database: disk I/O error", Role: "follower", Note: "warming the cache"},
 		}}},
 	{"several-apps", control.Status{Addr: "127.0.0.1:3000", Steering: "hash", Drained: true,
 		Apps: []control.App{

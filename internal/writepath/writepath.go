@@ -1,10 +1,10 @@
 // Package writepath holds the counters of a feed worker's write path: how long its writes
 // wait, how its group commits go, what forwarding to the write owner and checkpoints cost.
 // The feed store keeps them (Recorder: atomics only, no allocation, a few nanoseconds per
-// write), the worker sends a snapshot (Counters) to its supervisor with its other
-// counters over internal/ipc, the supervisor shows them in `status -json` and /metrics,
-// and the ceiling sweep subtracts two snapshots to say whether the write path bounded a
-// run (the "writes" verdict).
+// write), the worker sends a snapshot (Counters, in a Report) to its supervisor with its
+// other counters over internal/ipc, the supervisor passes the report on unread in `status
+// -json`, and the ceiling sweep subtracts two snapshots to say whether the write path
+// bounded a run (the "writes" verdict).
 //
 // Latencies are kept as sums (for means) and as histograms (for percentiles) with four
 // buckets per power of two of microseconds: a percentile read from them is within 19 % of
@@ -125,6 +125,13 @@ func AddHist(a, b []uint64) []uint64 {
 		out[i] += c
 	}
 	return out
+}
+
+// Report is what the feed worker says of itself beyond the supervisor's generic counters
+// (ipc.Msg.Report, which the supervisor shows as it came in status -json's report): its
+// write path. The ceiling sweep decodes it.
+type Report struct {
+	WritePath *Counters `json:"write_path,omitempty"`
 }
 
 // Counters is a snapshot of one process's write path since it started, as the worker
