@@ -121,18 +121,19 @@ func TestRealWorkerCluster(t *testing.T) {
 		}
 	}
 	waitRoles("after the reload")
-	// Each slot's own log file holds its workers' lines, both generations of them.
+	// Each slot's own log file holds its workers' lines, both generations of them, as the
+	// worker wrote them: console lines, as the supervisor's (-log-format console).
 	for slot := range 2 {
 		var b []byte
 		var n int
 		// The lines reach the file through the supervisor's copy of the worker's pipe.
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 			b, _ = os.ReadFile(filepath.Join(logDir, fmt.Sprintf("worker-%d.log", slot)))
-			if n = strings.Count(string(b), `"msg":"serving"`); n >= 2 {
+			if n = strings.Count(string(b), "  INFO  serving  {"); n >= 2 {
 				break
 			}
 		}
-		if n != 2 || !strings.Contains(string(b), fmt.Sprintf(`"worker":%d`, slot)) {
+		if n != 2 || !strings.Contains(string(b), fmt.Sprintf(`"worker": %d`, slot)) {
 			t.Errorf("worker-%d.log has %d \"serving\" lines, want 2 (before and after the reload), from slot %d:\n%s", slot, n, slot, b)
 		}
 	}

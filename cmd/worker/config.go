@@ -27,6 +27,8 @@ type serveConfig struct {
 	drainTimeout time.Duration
 	idleGrace    time.Duration
 	logLevel     string
+	logFormat    string // json (by hand) or console (under a supervisor printing console lines)
+	check        bool   // -check: judge this config, print ok, serve nothing (check.go)
 	cpuProfile   string
 	blockProfile string // written at exit, as go test -blockprofile
 	mutexProfile string // written at exit, as go test -mutexprofile
@@ -123,6 +125,9 @@ func defineServeFlags(fs *flag.FlagSet, c *serveConfig, getenv func(string) stri
 	fs.BoolVar(&c.challengeSecret, "challenge-secret", false,
 		"this is the challenge: accept its published JWT secret ("+DefaultSecret+") on a non-loopback address, where anyone who reaches the port could sign tokens with it (env ALLOW_CHALLENGE_SECRET=1)")
 	fs.StringVar(&c.logLevel, "log-level", envOr(getenv, "LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	fs.StringVar(&c.logFormat, "log-format", envOr(getenv, ipc.EnvLogFormat, ipc.LogJSON),
+		"json: one JSON object per line; console: one readable line per event, as the supervisor's own (env "+ipc.EnvLogFormat+", which the supervisor sets to its -log-format)")
+	fs.BoolVar(&c.check, "check", false, "check the flags and environment as a start would, print ok and exit, opening and binding nothing (`supervisor run -check` asks this of the worker)")
 	fs.StringVar(&c.store.Writes, "writes", envOr(getenv, "WRITES", feed.WritesOwner),
 		"how the processes on one database file share writes: owner (one elected process commits them all in group commits) or flock (each commits its own, taking turns through a flock) (env WRITES)")
 	raw.window = fs.String("commit-window", envOr(getenv, "COMMIT_WINDOW", feed.DefaultCommitWindow.String()),
@@ -166,6 +171,9 @@ func codingLevels() string {
 func (c *serveConfig) checkModes() error {
 	if c.transport != http1.TransportGoroutine && c.transport != http1.TransportLoop {
 		return fmt.Errorf("TRANSPORT (-transport) %q: want %s or %s", c.transport, http1.TransportGoroutine, http1.TransportLoop)
+	}
+	if c.logFormat != ipc.LogJSON && c.logFormat != ipc.LogConsole {
+		return fmt.Errorf("%s (-log-format) %q: want %s or %s", ipc.EnvLogFormat, c.logFormat, ipc.LogJSON, ipc.LogConsole)
 	}
 	if c.store.Writes != feed.WritesOwner && c.store.Writes != feed.WritesFlock {
 		return fmt.Errorf("WRITES %q: want %s or %s", c.store.Writes, feed.WritesOwner, feed.WritesFlock)

@@ -5,6 +5,7 @@
 // Usage:
 //
 //	worker [-db PATH] [-host HOST] [-port PORT]      serve (env SQLITE_PATH, JWT_SECRET, HOST, PORT)
+//	worker -check [FLAGS]                            judge serve's flags and environment, print ok
 //	worker seed -db PATH [-tokens PATH] [-n 20000]   write the challenge's seed database
 //	worker seed-products -db PATH                    write the products database (docs/workloads.md)
 //
@@ -13,7 +14,8 @@
 //
 // Files: config.go holds the serve flags and environment, parsed and checked into a
 // serveConfig; serve.go runs a worker as named steps (open the store, listen, join the
-// supervisor, serve, drain) and checks the JWT secret.
+// supervisor, serve, drain) and checks the JWT secret; check.go is -check, the same
+// judgement without serving (what `supervisor run -check` asks of the worker).
 package main
 
 import (
@@ -60,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 const usage = `usage:
   worker [serve] [-db PATH] [-host HOST] [-port PORT] ...   serve (env SQLITE_PATH, JWT_SECRET, HOST, PORT)
+  worker [serve] -check [FLAGS]                            judge serve's flags and environment as a start would, print ok
   worker seed -db PATH [-tokens PATH] [-n 20000]           write the challenge's seed database
   worker seed-products -db PATH                            write the products database (docs/workloads.md)
   worker version|--version
@@ -70,7 +73,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		switch args[0] {
 		case "-h", "-help", "--help", "help":
 			fmt.Fprintln(stdout, usage)
-			return runServe(ctx, []string{"-h"}, getenv, stdout) // serve's flags, on stdout too
+			return runServe(ctx, []string{"-h"}, getenv, stdout, stdout) // serve's flags, on stdout too
 		case "version", "--version", "-version":
 			_, err := fmt.Fprintln(stdout, buildinfo.String("worker"))
 			return err
@@ -85,5 +88,5 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
-	return runServe(ctx, args, getenv, stderr)
+	return runServe(ctx, args, getenv, stdout, stderr)
 }

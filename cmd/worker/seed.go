@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/seed"
 )
 
@@ -36,7 +37,7 @@ func runSeed(ctx context.Context, args []string, getenv func(string) string, std
 	if *n < 1 || *n > 50000 {
 		return fmt.Errorf("seed: -n must be between 1 and 50000 (the seed's users), got %d", *n)
 	}
-	log, err := newLogger(stderr, "info")
+	log, err := newLogger(stderr, "info", ipc.LogJSON)
 	if err != nil {
 		return err
 	}

@@ -30,17 +30,20 @@ import (
 // runServe runs one worker in named steps: parse the config, start logging and watch the
 // signals, open the store and the routes, listen, join the supervisor, serve, wait for the
 // reason to stop, and drain.
-func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseServe(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	base, err := newLogger(stderr, cfg.logLevel)
+	base, err := newLogger(stderr, cfg.logLevel, cfg.logFormat)
 	if err != nil {
 		return err
 	}
 	defer base.Sync()
 	log := base.With(zap.Int("worker", cfg.workerID), zap.Int("pid", os.Getpid()))
+	if cfg.check {
+		return checkServe(cfg, log, stdout)
+	}
 
 	// Signals are watched from the start, so a TERM during start-up is a clean stop.
 	sigs := watchSignals(cfg)
@@ -423,14 +426,22 @@ func raiseFileLimit(log *zap.Logger) {
 }
 
 // newLogger writes JSON lines to w.
-func newLogger(w io.Writer, level string) (*zap.Logger, error) {
+func newLogger(w io.Writer, level, format string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", level)
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	encoder := zapcore.NewJSONEncoder(enc)
+	if format == ipc.LogConsole {
+		// The supervisor's own console lines, field for field (internal/daemon's openLog):
+		// under it, a worker's event reads as one of its own after the `ID|APP |` prefix.
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc.ConsoleSeparator = "  "
+		encoder = zapcore.NewConsoleEncoder(enc)
+	}
+	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
 }
 

@@ -26,6 +26,9 @@ type LaunchCheck struct {
 	// Getenv is the environment the supervisor runs with (the workers inherit it), the
 	// env file's variables over it.
 	Getenv func(string) string
+	// Environ is the same environment as KEY=VALUE lines, the one our worker's own check
+	// (`worker -check`, askWorker) runs in, the app's env over it. Nil: the app's env only.
+	Environ []string
 	// Ours is the `worker` binary beside the supervisor (the default command).
 	Ours string
 	// Access: the checking user is the one the workers run as, so a directory's
@@ -52,10 +55,7 @@ func (lc LaunchCheck) Check(specs []cluster.App) error {
 func (lc LaunchCheck) app(sp cluster.App) []error {
 	cfg := sp.Config
 	var errs []error
-	file := "the configuration"
-	if lc.Config != "" {
-		file = lc.Config
-	}
+	file := lc.file()
 	workDir := lc.Dir
 	if fi, err := os.Stat(lc.Dir); err != nil || !fi.IsDir() {
 		return []error{fmt.Errorf("working directory %s does not exist: start the supervisor (or give startup -dir) where the configuration's relative paths resolve", lc.Dir)}
@@ -100,6 +100,14 @@ func (lc LaunchCheck) app(sp cluster.App) []error {
 	return errs
 }
 
+// file names the configuration in messages.
+func (lc LaunchCheck) file() string {
+	if lc.Config != "" {
+		return lc.Config
+	}
+	return "the configuration"
+}
+
 // isOurWorker: the command is cmd/worker, named as the default or by a path to it.
 func (lc LaunchCheck) isOurWorker(p string) bool {
 	if p == lc.Ours {
@@ -113,56 +121,79 @@ func (lc LaunchCheck) isOurWorker(p string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
-// ourWorker is cmd/worker's parseServe refusals, before they cost a restart loop.
+// ourWorker is cmd/worker's refusals at start, before they cost a restart loop: its
+// database and secret judged here, with the fix where the unit or the config gives them,
+// then every setting by the worker itself (askWorker).
 func (lc LaunchCheck) ourWorker(cfg cluster.Config, getenv func(string) string, workDir string) []error {
-	var errs []error
 	if slices.ContainsFunc(cfg.Command[1:], func(a string) bool {
 		return a == "seed" || a == "seed-products"
 	}) {
 		return nil
 	}
+	var errs []error
+	var judged []string // the variables named here: left out of the worker's own verdict
+	if err := workerDB(getenv, cfg.Command, workDir, lc.Access); err != nil {
+		errs, judged = append(errs, err), append(judged, "SQLITE_PATH")
+	}
+	if err := workerSecret(getenv, workDir); err != nil {
+		errs, judged = append(errs, err), append(judged, "JWT_SECRET", "JWT_SECRET_FILE")
+	}
+	if err := lc.askWorker(cfg, workDir, judged); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// workerDB judges the worker's database, SQLITE_PATH or -db in command: set, a file, and
+// (access: the checking user is the workers') in a directory it may write.
+func workerDB(getenv func(string) string, command []string, workDir string, access bool) error {
 	db := getenv("SQLITE_PATH")
-	for i, a := range cfg.Command[1:] { // -db wins over SQLITE_PATH, as in the worker
+	for i, a := range command[1:] { // -db wins over SQLITE_PATH, as in the worker
 		if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "db="); ok && strings.HasPrefix(a, "-") {
 			db = v
-		} else if (a == "-db" || a == "--db") && i+2 < len(cfg.Command) {
-			db = cfg.Command[i+2]
+		} else if (a == "-db" || a == "--db") && i+2 < len(command) {
+			db = command[i+2]
 		}
 	}
-	switch {
-	case db == "":
-		errs = append(errs, errors.New("env: SQLITE_PATH is not set, and the worker refuses to start without its database: "+
-			"set it in the env file (startup -env-file / run -env-file: SQLITE_PATH=/var/lib/NAME/feed.db) or under env: in the config; `worker seed -db PATH` writes a database"))
-	default:
-		p := Abs(workDir, db)
-		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-			errs = append(errs, fmt.Errorf("env: SQLITE_PATH %s (%s) is not a database file: copy the seed there (make run makes data/feed.db), or point SQLITE_PATH at one (relative paths resolve against %s)",
-				db, p, workDir))
-		} else if lc.Access {
-			// The WAL and the shared-memory file are made beside it: the directory must be
-			// writable, not only the file (under the unit: ReadWritePaths=).
-			if err := syscall.Access(filepath.Dir(p), 2 /* W_OK */); err != nil {
-				errs = append(errs, fmt.Errorf("env: SQLITE_PATH %s: its directory %s is not writable (%v), and SQLite writes its WAL beside the database: make it writable for the service's user (under systemd: ReadWritePaths=%s, which startup writes)",
-					db, filepath.Dir(p), err, filepath.Dir(p)))
-			}
+	if db == "" {
+		return errors.New("env: SQLITE_PATH is not set, and the worker refuses to start without its database: " +
+			"set it in the env file (startup -env-file / run -env-file: SQLITE_PATH=/var/lib/NAME/feed.db) or under env: in the config; `worker seed -db PATH` writes a database")
+	}
+	p := Abs(workDir, db)
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("env: SQLITE_PATH %s (%s) is not a database file: copy the seed there (make run makes data/feed.db), or point SQLITE_PATH at one (relative paths resolve against %s)",
+			db, p, workDir)
+	}
+	if access {
+		// The WAL and the shared-memory file are made beside it: the directory must be
+		// writable, not only the file (under the unit: ReadWritePaths=).
+		if err := syscall.Access(filepath.Dir(p), 2 /* W_OK */); err != nil {
+			return fmt.Errorf("env: SQLITE_PATH %s: its directory %s is not writable (%v), and SQLite writes its WAL beside the database: make it writable for the service's user (under systemd: ReadWritePaths=%s, which startup writes)",
+				db, filepath.Dir(p), err, filepath.Dir(p))
 		}
 	}
+	return nil
+}
+
+// workerSecret judges the worker's JWT secret: JWT_SECRET, or the file JWT_SECRET_FILE
+// names, one of them.
+func workerSecret(getenv func(string) string, workDir string) error {
 	secret, secretFile := getenv("JWT_SECRET"), getenv("JWT_SECRET_FILE")
 	switch {
 	case secret != "" && secretFile != "":
-		errs = append(errs, errors.New("env: JWT_SECRET and JWT_SECRET_FILE are both set, which the worker refuses: keep JWT_SECRET_FILE (the secret stays out of the environment)"))
+		return errors.New("env: JWT_SECRET and JWT_SECRET_FILE are both set, which the worker refuses: keep JWT_SECRET_FILE (the secret stays out of the environment)")
 	case secretFile != "":
 		p := Abs(workDir, secretFile)
 		if b, err := os.ReadFile(p); err != nil {
-			errs = append(errs, fmt.Errorf("env: JWT_SECRET_FILE %s: %v: point it at a file holding the HS256 secret that the service's user can read (make run makes data/jwt_secret)", secretFile, err))
+			return fmt.Errorf("env: JWT_SECRET_FILE %s: %v: point it at a file holding the HS256 secret that the service's user can read (make run makes data/jwt_secret)", secretFile, err)
 		} else if strings.TrimSpace(string(b)) == "" {
-			errs = append(errs, fmt.Errorf("env: JWT_SECRET_FILE %s is empty: put the HS256 secret in it", secretFile))
+			return fmt.Errorf("env: JWT_SECRET_FILE %s is empty: put the HS256 secret in it", secretFile)
 		}
 	case secret == "":
-		errs = append(errs, errors.New("env: neither JWT_SECRET nor JWT_SECRET_FILE is set, and the worker refuses to start without the tokens' secret: "+
-			"put JWT_SECRET_FILE=PATH (a file of mode 0600 holding it) in the env file (startup -env-file / run -env-file) or under env: in the config"))
+		return errors.New("env: neither JWT_SECRET nor JWT_SECRET_FILE is set, and the worker refuses to start without the tokens' secret: " +
+			"put JWT_SECRET_FILE=PATH (a file of mode 0600 holding it) in the env file (startup -env-file / run -env-file) or under env: in the config")
 	}
-	return errs
+	return nil
 }
 
 // InterpretedScript is the script of an interpreter's command line ([node, ARGS..., SCRIPT,
@@ -229,13 +260,15 @@ func Abs(dir, p string) string {
 }
 
 // CheckLaunch is LaunchCheck for `run -check`: from this directory, in this environment
-// with the -env-file's variables over it (as systemd's EnvironmentFile= sets them).
-func CheckLaunch(specs []cluster.App, getenv func(string) string, fileEnv []string, ours, config string) error {
+// (getenv, and as lines environ, what the workers inherit) with the -env-file's variables
+// over it (as systemd's EnvironmentFile= sets them).
+func CheckLaunch(specs []cluster.App, getenv func(string) string, environ, fileEnv []string, ours, config string) error {
 	dir, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("check: working directory: %w", err)
 	}
-	lc := LaunchCheck{Dir: dir, Getenv: OverEnv(fileEnv, getenv), Ours: ours, Access: true, Config: config}
+	lc := LaunchCheck{Dir: dir, Getenv: OverEnv(fileEnv, getenv), Environ: append(slices.Clone(environ), fileEnv...),
+		Ours: ours, Access: true, Config: config}
 	if err := lc.Check(specs); err != nil {
 		return fmt.Errorf("check: the workers would not start (each would be restarted until its slot is errored):\n%w", err)
 	}

@@ -2,7 +2,8 @@
 // YAML or a PM2 ecosystem file) with the command line's overrides, once, for `run`, `run
 // -check`, `startup` and `reload -update-env` alike (source.go); and what can be judged of
 // them before anything starts, so that a worker sure to die at start is refused instead of
-// restarted until errored (launch.go).
+// restarted until errored (launch.go; our worker's settings judged by the worker itself,
+// `worker -check`, in askworker.go).
 package appspec
 
 import (

@@ -177,7 +177,10 @@ func (s *startupUnit) environment(getenv func(string) string) {
 // its environment. Permissions only when this user is the service's (else access(2) asks
 // the wrong one).
 func (s *startupUnit) checkLaunch() {
-	lc := LaunchCheck{Dir: s.dir, Getenv: s.unitEnv, Ours: s.ours, Access: s.meErr == nil && s.me.Username == s.userName, Config: s.cfg}
+	// The unit's environment as lines: its PATH and its EnvironmentFile='s variables.
+	environ := append([]string{"PATH=" + s.unitPath}, s.fileEnv...)
+	lc := LaunchCheck{Dir: s.dir, Getenv: s.unitEnv, Environ: environ, Ours: s.ours,
+		Access: s.meErr == nil && s.me.Username == s.userName, Config: s.cfg}
 	if err := lc.Check(s.specs); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			s.warn("the unit would not start: %s", line)

@@ -24,6 +24,7 @@ import (
 	"github.com/onehost/onehost/internal/appspec"
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/control"
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/monit"
 	"github.com/onehost/onehost/internal/pageserver"
 	"github.com/onehost/onehost/internal/procstat"
@@ -118,6 +119,7 @@ type image struct {
 	// openLog
 	lf     *applog.File
 	newEnc func() zapcore.Encoder
+	format string // console or json, what the workers are told (ipc.EnvLogFormat)
 	ring   *applog.Ring
 	appOut *applog.Output
 	log    *zap.Logger
@@ -189,7 +191,7 @@ func (im *image) openLog() error {
 	// The apps' lines (logprint.go) go to the same sink between the entries: one write
 	// at a time.
 	sink = zapcore.Lock(sink)
-	im.newEnc = newEnc
+	im.newEnc, im.format = newEnc, format
 	im.ring = applog.NewRing(2000)
 	im.appOut = applog.NewOutput(im.ring, sink, format == "json", im.level)
 	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, im.level), applog.NewCore(newEnc(), im.level, im.ring)))
@@ -251,7 +253,12 @@ func (im *image) clusterOptions() (cluster.Options, error) {
 	// watchdog go to NOTIFY_SOCKET. The workers do not inherit it (nor WATCHDOG_*): the
 	// cluster gives each its own or none, since with NotifyAccess=main systemd would drop
 	// their messages anyway, and they must not speak for the service.
-	opts := cluster.Options{Logger: log, Environ: append(slices.Clone(im.environ), im.fileEnv...),
+	//
+	// The workers are told the log's form (ipc.EnvLogFormat), so that ours prints readable
+	// lines after `ID|APP |` here and JSON under -log-format json; the env file and the
+	// app's env come after, and may say otherwise.
+	environ := append(slices.Clone(im.environ), ipc.EnvLogFormat+"="+im.format)
+	opts := cluster.Options{Logger: log, Environ: append(environ, im.fileEnv...),
 		ListenPIDShim: []string{selfExe, systemd.ListenPIDShim, "--"},
 		// An upgrade's new image takes every waiting worker or none, and then gives
 		// the previous binary back (fallback), which can.
@@ -529,7 +536,7 @@ func (im *image) check() error {
 	}
 	// What would have every worker die at start and be restarted until errored (under
 	// systemd: a unit that crash-loops): appspec's launch checks.
-	if err := appspec.CheckLaunch(im.specs, im.getenv, im.fileEnv, im.cfg.Apps.Ours, im.cfg.Apps.Path); err != nil {
+	if err := appspec.CheckLaunch(im.specs, im.getenv, im.environ, im.fileEnv, im.cfg.Apps.Ours, im.cfg.Apps.Path); err != nil {
 		return err
 	}
 	for _, sp := range im.specs {

@@ -50,6 +50,17 @@ const (
 	EnvListenPID = "LISTEN_PID"
 	// ListenFD is the descriptor of the inherited listening socket.
 	ListenFD = 3
+	// EnvLogFormat is the form of the supervisor's own log, LogConsole or LogJSON, so that
+	// a worker that writes structured lines writes them in the same form: readable lines
+	// after `ID|APP |` where the supervisor prints readable lines, JSON where it prints
+	// JSON for a collector. Every worker gets it (an app's env may set it otherwise).
+	EnvLogFormat = "ONEHOST_LOG_FORMAT"
+)
+
+// Values of EnvLogFormat.
+const (
+	LogConsole = "console"
+	LogJSON    = "json"
 )
 
 // Message types.
