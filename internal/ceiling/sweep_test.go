@@ -1,9 +1,6 @@
 package ceiling
 
 import (
-	"go.uber.org/zap"
-	"slices"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,10 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/loadhosts"
@@ -75,45 +76,38 @@ func fakeServer(db, socket string, ready func(addr string)) int {
 	return 0
 }
 
-// fakeSupervisor: `run ... -socket S` serves and writes its address to S; `status -json
-// -socket S` prints a status with two online workers.
+// fakeSupervisor: `run ... -socket S` serves, and answers GET /status on the control
+// socket S as the supervisor does, with every worker online.
 func fakeSupervisor(args []string) int {
-	socket, instances := "", "1"
+	socket, instances := "", 1
 	for i, a := range args {
 		if a == "-socket" && i+1 < len(args) {
 			socket = args[i+1]
 		}
 		if a == "-instances" && i+1 < len(args) {
-			instances = args[i+1]
+			fmt.Sscan(args[i+1], &instances)
 		}
 	}
-	switch args[0] {
-	case "run":
-		return fakeServer(os.Getenv("SQLITE_PATH"), socket, func(addr string) {
-			os.WriteFile(socket, []byte(addr+" "+instances), 0o600)
-		})
-	case "status":
-		b, err := os.ReadFile(socket)
+	if args[0] != "run" {
+		return 2
+	}
+	return fakeServer(os.Getenv("SQLITE_PATH"), socket, func(addr string) {
+		ln, err := net.Listen("unix", socket)
 		if err != nil {
-			return 1
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
-		var addr string
-		var workers int
-		fmt.Sscan(string(b), &addr, &workers)
-		// Worker 0 gains 100 requests per status call, the others none: a skewed share.
-		n := 0
-		if b, err := os.ReadFile(socket + ".n"); err == nil {
-			fmt.Sscan(string(b), &n)
-		}
-		os.WriteFile(socket+".n", []byte(fmt.Sprint(n+1)), 0o600)
-		rows := []string{fmt.Sprintf(`{"id":0,"pid":11,"status":"online","requests":%d,"connections":3}`, 100*n)}
-		for i := 1; i < workers; i++ {
-			rows = append(rows, fmt.Sprintf(`{"id":%d,"pid":%d,"status":"online","requests":5,"connections":0}`, i, 11+i))
-		}
-		fmt.Printf(`{"addr":%q,"workers":[%s]}`+"\n", addr, strings.Join(rows, ","))
-		return 0
-	}
-	return 2
+		var calls atomic.Int64
+		go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Worker 0 gains 100 requests per status call, the others none: a skewed share.
+			n := calls.Add(1) - 1
+			rows := []string{fmt.Sprintf(`{"id":0,"pid":11,"status":"online","requests":%d,"connections":3}`, 100*n)}
+			for i := 1; i < instances; i++ {
+				rows = append(rows, fmt.Sprintf(`{"id":%d,"pid":%d,"status":"online","requests":5,"connections":0}`, i, 11+i))
+			}
+			fmt.Fprintf(w, `{"addr":%q,"workers":[%s]}`+"\n", addr, strings.Join(rows, ","))
+		}))
+	})
 }
 
 // fakeWrk sends a few requests to the URL (its last argument) and prints the summary line.
