@@ -209,6 +209,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./internal/cron/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvFile$$' -fuzztime 30s ./internal/systemd/
 	$(GO) test -run '^$$' -fuzz '^FuzzLogLine$$' -fuzztime 10s ./cmd/supervisor/
+	$(GO) test -run '^$$' -fuzz '^FuzzFleetHost$$' -fuzztime 10s ./cmd/ceiling/
 	for f in FuzzParseByteSize FuzzParseInstances FuzzParseScale FuzzLoadConfigDurations FuzzListeningInodes FuzzDateFormat; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 10s ./internal/cluster/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNodeMsg$$' -fuzztime 10s ./internal/cluster/

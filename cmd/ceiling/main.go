@@ -37,6 +37,9 @@
 // quota, behind each balancer (HAProxy, nftables DNAT, none) and says per workload at which
 // H the balancer becomes the limit, with its CPU per request beside the servers'
 // (DIR/fleet/ceiling.json, its plots and progress.json beside it; docs/fleet.md).
+// `fleet-config` prints the balancer's configuration for the user's own hosts, HAProxy's
+// or the nftables ruleset, from the same templates (fleetconfig.go; the -host parser in
+// fleethost.go).
 package main
 
 import (
@@ -74,6 +77,8 @@ const usage = `usage:
   ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
                 [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
   ceiling fleet -replot DIR/fleet/ceiling.json   (draw a fleet's plots again)
+  ceiling fleet-config [-balancer haproxy|nft] -host NAME=HOST:PORT -host ... [-listen :80] [-agent-port 9777] [-check] [-o FILE]
+                (your hosts' haproxy.cfg or nftables ruleset, printed; docs/fleet.md)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
   ceiling version|--version
 Run 'ceiling COMMAND -h' for a command's flags.`
@@ -105,6 +110,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return runChallenge(ctx, args[1:], getenv, stdout, stderr)
 	case "fleet":
 		return runFleet(ctx, args[1:], getenv, stdout, stderr)
+	case "fleet-config":
+		return runFleetConfig(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
