@@ -19,7 +19,7 @@ import (
 
 // defaultFleetAgentPort is the port every host's agent answers on: `supervisor run -agent
 // 0.0.0.0:9777`, the agent of configs/cluster.yaml and docs/supervisor.md.
-const defaultFleetAgentPort = 9777
+const defaultFleetAgentPort = balancer.DefaultAgentPort
 
 // runFleetConfig is `ceiling fleet-config`: the balancer's configuration for the user's own
 // hosts (HAProxy's haproxy.cfg or the nftables ruleset), rendered from the same templates

@@ -309,7 +309,8 @@ func TestDrainHeardByHAProxy(t *testing.T) {
 	wait("h1 up", isUp)
 
 	out, err := c.cmd("drain", "-quiet", "300ms", "-timeout", "20s")
-	if err != nil || !strings.Contains(out, "at 127.0.0.1 heard drain") {
+	// The template's agent-send names HAProxy to the agent.
+	if err != nil || !strings.Contains(out, "HAProxy at 127.0.0.1 heard drain") {
 		t.Fatalf("drain: %v\n%s; want HAProxy named", err, out)
 	}
 	wait("h1 drained by the agent", func(s string) bool { return strings.HasPrefix(s, "DRAIN") })

@@ -74,20 +74,20 @@ func workerBinary(t testing.TB) string {
 	return filepath.Join(buildOnce(t, "worker", "github.com/onehost/onehost/cmd/worker"), "worker")
 }
 
-// agent is a tiny agent-check responder: each connection gets the current reply line.
-type agent struct {
+// fakeAgent is a tiny agent-check responder: each connection gets the current reply line.
+type fakeAgent struct {
 	ln    net.Listener
 	reply atomic.Value // string
 	done  chan struct{}
 }
 
-func startAgent(t testing.TB, addr, reply string) *agent {
+func startAgent(t testing.TB, addr, reply string) *fakeAgent {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agent{ln: ln, done: make(chan struct{})}
+	a := &fakeAgent{ln: ln, done: make(chan struct{})}
 	a.reply.Store(reply)
 	go func() { // owns ln until Close
 		defer close(a.done)
@@ -104,8 +104,8 @@ func startAgent(t testing.TB, addr, reply string) *agent {
 	return a
 }
 
-func (a *agent) set(reply string) { a.reply.Store(reply) }
-func (a *agent) addr() string     { return a.ln.Addr().String() }
+func (a *fakeAgent) set(reply string) { a.reply.Store(reply) }
+func (a *fakeAgent) addr() string     { return a.ln.Addr().String() }
 
 const hostPort = 3000
 
@@ -114,7 +114,7 @@ const hostPort = 3000
 type fleet struct {
 	net     *fleetns.Net
 	workers []*proctest.Proc
-	agents  []*agent
+	agents  []*fakeAgent
 }
 
 func newFleet(t *testing.T) *fleet {

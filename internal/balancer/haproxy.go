@@ -16,12 +16,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/onehost/onehost/internal/agent"
 )
 
 // Defaults of HAProxyParams.
 const (
 	DefaultListen     = "127.0.0.1:8080"
-	DefaultAgentPort  = 9999
+	DefaultAgentPort  = agent.DefaultPort
 	DefaultInter      = 2 * time.Second
 	DefaultHealthPath = "/health"
 	DefaultBufSize    = 64 << 10
