@@ -197,25 +197,6 @@ func runAsync(t *testing.T, config string, args ...string) (*runningCluster, *sy
 	return c, logs
 }
 
-// TestNodeAppWrongPort: an app that listens on a port the supervisor does not serve (its
-// environment sets PORT to another) fails with an error naming both ports.
-func TestNodeAppWrongPort(t *testing.T) {
-	t.Parallel()
-	dir := nodeApps(t, false)
-	c, logs := runAsync(t, "instances: 1\nmax_restarts: 1\nmin_uptime: 60s\nexp_backoff_restart_delay: 50ms\nenv: {PORT: '4444'}\n",
-		"--", "node", filepath.Join(dir, "plain.js"))
-	waitUntil(t, 30*time.Second, "slot errored", func() bool {
-		st, err := c.status()
-		return err == nil && len(st.Workers) == 1 && st.Workers[0].Status == "errored"
-	})
-	st, _ := c.status()
-	_, port, _ := net.SplitHostPort(st.Addr)
-	want := "the app listens on port 4444, but the supervisor serves port " + port
-	if l := logs.String(); !strings.Contains(l, want) || !strings.Contains(l, "PORT=4444") {
-		t.Errorf("log has no %q naming PORT=4444:\n%s", want, l)
-	}
-}
-
 // TestNotServing: a worker that does not accept from its slot is seen: status shows it
 // not-serving with why, instead of online, and says what to do; its counters are unknown,
 // not 0. `supervisor run -- node app.js` with an app that binds a port of its own (the
