@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/onehost/onehost/internal/detach"
@@ -34,6 +35,13 @@ func Start(ctx context.Context, env Env, args []string) error {
 		runArgs, err := startArgs(target, rest)
 		if err != nil {
 			return err
+		}
+		runArgs, note, err := listenFromPORT(runArgs, env.Getenv)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprintln(env.Stdout, note)
 		}
 		exe, err := os.Executable()
 		if err != nil {
@@ -126,4 +134,28 @@ func startArgs(target string, rest []string) ([]string, error) {
 		out = append(out, "--", abs)
 	}
 	return append(out, extra...), nil
+}
+
+// listenFromPORT gives a Node script started without -listen the port PORT names in the
+// calling environment, as a PM2 user expects of `PORT=3100 pm2 start app.js`: the app's
+// listen(process.env.PORT) asks for it, and the supervisor then serves it on every
+// interface, as the app's own listen(PORT) binds (an ecosystem file's env.PORT is served
+// so too). It returns the arguments and what to tell the user ("" when nothing changed).
+// A configuration file names its own address; other programs read PORT their own way.
+func listenFromPORT(runArgs []string, getenv func(string) string) ([]string, string, error) {
+	port := getenv("PORT")
+	i := slices.Index(runArgs, "--")
+	if port == "" || i < 0 || i+1 >= len(runArgs) || runArgs[i+1] != "node" {
+		return runArgs, "", nil
+	}
+	if _, ok := detach.FlagValue(runArgs, "listen"); ok {
+		return runArgs, "", nil // the user's choice (the app's listen(PORT) is served too: an app port)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, "", fmt.Errorf("start: PORT=%q in the environment is not a port (1 to 65535): unset it, or give -listen HOST:PORT", port)
+	}
+	listen := "0.0.0.0:" + port
+	out := append(slices.Clone(runArgs[:i]), "-listen", listen)
+	return append(out, runArgs[i:]...), "PORT=" + port + " in the environment: serving " + listen +
+		", the port the app's listen(process.env.PORT) asks for, on every interface as its own listen would bind (-listen HOST:PORT chooses another)", nil
 }
