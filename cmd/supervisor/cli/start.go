@@ -83,7 +83,8 @@ const startUsage = `usage:
   supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
                                                  default: ./ecosystem.config.js, ..., configs/cluster.yaml)
   supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself;
-                                                 -i N is -instances N, as pm2's)
+                                                 -i N is -instances N, as pm2's; PORT in the
+                                                 environment: app.js is served on 0.0.0.0:PORT)
   supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
 The background supervisor is 'supervisor run' detached from the terminal (its own session,
 stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
