@@ -6,34 +6,11 @@ package main
 // (`start`'s part: startport_test.go.)
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/onehost/onehost/internal/cluster/clustertest"
 )
-
-// reachesEach fetches url on fresh connections until every pid of want has answered
-// (the apps answer "pid N"), failing t on a failed request or a pid never reached.
-func reachesEach(t *testing.T, what, url string, want []int) {
-	t.Helper()
-	seen := map[string]bool{}
-	for i := 0; i < 200 && len(seen) < len(want); i++ {
-		code, body, err := fetch(url, 5*time.Second)
-		if err != nil || code != 200 {
-			t.Fatalf("%s: GET %s: %d %q %v", what, url, code, body, err)
-		}
-		seen[strings.TrimSpace(body)] = true
-	}
-	for _, pid := range want {
-		if !seen[fmt.Sprintf("pid %d", pid)] {
-			t.Errorf("%s: fresh connections to %s reached %v, not worker %d (workers %v)", what, url, seen, pid, want)
-		}
-	}
-}
 
 // TestNodeAppOwnPort: two workers of an app that listens on a port of its own, a
 // hard-coded one (testdata/node/hard.js, its port in argv here, 8080 as users write it) or
@@ -74,30 +51,7 @@ func TestNodeAppOwnPort(t *testing.T) {
 			url := "http://127.0.0.1:" + port + "/"
 			reachesEach(t, "after start", url, workerPIDs(st))
 
-			load := clustertest.StartLoad(url, 4)
-			time.Sleep(300 * time.Millisecond)
-			if out, err := c.cmd("reload"); err != nil {
-				t.Errorf("reload: %v %s", err, out)
-			}
-			waitUntil(t, 20*time.Second, "the old generation exited", func() bool {
-				for _, pid := range workerPIDs(st) {
-					if !processGone(pid) {
-						return false
-					}
-				}
-				return true
-			})
-			time.Sleep(300 * time.Millisecond)
-			load.Finish(t)
-			after, err := c.status()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range after.Workers {
-				if slices.Contains(workerPIDs(st), w.PID) || w.Status != "online" {
-					t.Errorf("worker after reload: %+v, want online with a new pid (before: %v)", w, workerPIDs(st))
-				}
-			}
+			after := reloadUnderLoad(t, c, url, st)
 			reachesEach(t, "after reload", url, workerPIDs(after))
 			if n := strings.Count(c.logs.String(), "bound a port the app's listen asked for"); n != 2 {
 				t.Errorf("the app's port bound %d times, want 2 (once per slot, kept across the reload)", n)
