@@ -310,8 +310,9 @@ func (s *Supervisor) AppPorts() []string {
 }
 
 // appServing records that p's app listens on an app port (loop only): online then, as at
-// the served port's 'listening', and, the first time a worker is online on app ports and
-// not on the served port, the log says what that costs and how to serve that port alone.
+// the served port's 'listening', and, the first time a worker listens on an app port
+// before (or without) the served one, the log says what that costs and how to serve that
+// port alone.
 func (s *Supervisor) appServing(p *proc, addr string) {
 	if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
 		s.becameReady(p, readyListen)
@@ -321,8 +322,8 @@ func (s *Supervisor) appServing(p *proc, addr string) {
 	}
 	s.appPortSaid = true
 	_, port, _ := net.SplitHostPort(addr)
-	p.log.Warn("the app listens on "+addr+", a port of its own: the supervisor serves it there as its listen asked, and "+s.addr+
-		" (the port the supervisor was given) stays bound with no worker accepting on it. "+
+	p.log.Warn("the app listens on "+addr+", a port of its own: the supervisor serves it there as its listen asked; "+s.addr+
+		" (the port the supervisor was given) stays bound, and the app has not listened on it (so far): connections there wait, unaccepted. "+
 		"To serve the app's port alone, with round-robin steering and its queue kept across a supervisor restart, give it to the supervisor: "+
 		"-listen 0.0.0.0:"+port+" (ecosystem.config.js: env.PORT: "+port+"; YAML: listen)",
 		zap.String("addr", addr), zap.String("configured", s.addr))
