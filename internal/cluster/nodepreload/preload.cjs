@@ -237,7 +237,7 @@
       // An app that already serves the inherited socket itself: as it is, announced.
       taken = true;
       servers.push(this);
-      announce(this);
+      announce(this, 'onehost:listening');
       return listen.apply(this, args);
     }
     const port = portOf(args);
