@@ -6,9 +6,7 @@ package main
 // supervisor's preload (internal/cluster/nodepreload) gives their listen the slot's socket.
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,23 +72,7 @@ func TestNodeAppsUnmodified(t *testing.T) {
 				}
 			}
 			url := "http://" + st.Addr + "/"
-			reachesAll := func(what string, want []int) {
-				t.Helper()
-				seen := map[string]bool{}
-				for i := 0; i < 200 && len(seen) < len(want); i++ {
-					code, body, err := fetch(url, 5*time.Second)
-					if err != nil || code != 200 {
-						t.Fatalf("%s: GET /: %d %q %v", what, code, body, err)
-					}
-					seen[strings.TrimSpace(body)] = true
-				}
-				for _, pid := range want {
-					if !seen[fmt.Sprintf("pid %d", pid)] {
-						t.Errorf("%s: fresh connections reached %v, not worker %d (workers %v)", what, seen, pid, want)
-					}
-				}
-			}
-			reachesAll("after start", workerPIDs(st))
+			reachesEach(t, "after start", url, workerPIDs(st))
 
 			// Past listen_timeout and many heartbeat_timeouts: nobody is restarted.
 			time.Sleep(time.Until(onlineAt.Add(8 * time.Second)))
@@ -113,36 +95,12 @@ func TestNodeAppsUnmodified(t *testing.T) {
 				t.Errorf("status:\n%s", out)
 			}
 
-			// A rolling reload under load: nothing fails, the load running until the old
-			// generation has gone (its stop is under load too).
-			load := clustertest.StartLoad(url, 4)
-			time.Sleep(300 * time.Millisecond)
-			if out, err := c.cmd("reload"); err != nil {
-				t.Errorf("reload: %v %s", err, out)
-			}
-			waitUntil(t, 20*time.Second, "the old generation exited", func() bool {
-				for _, pid := range workerPIDs(st) {
-					if !processGone(pid) {
-						return false
-					}
-				}
-				return true
-			})
-			time.Sleep(500 * time.Millisecond)
-			load.Finish(t)
-			after, err := c.status()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range after.Workers {
-				if slices.Contains(workerPIDs(st), w.PID) || w.Status != "online" {
-					t.Errorf("worker after reload: %+v, want online with a new pid (before: %v)", w, workerPIDs(st))
-				}
-			}
-			reachesAll("after reload", workerPIDs(after))
+			// A rolling reload under load: nothing fails.
+			after := reloadUnderLoad(t, c, url, st)
+			reachesEach(t, "after reload", url, workerPIDs(after))
 
 			// scale +1 and -1 under load: nothing fails.
-			load = clustertest.StartLoad(url, 4)
+			load := clustertest.StartLoad(url, 4)
 			time.Sleep(300 * time.Millisecond)
 			if out, err := c.cmd("scale", "+1"); err != nil {
 				t.Errorf("scale +1: %v %s", err, out)
@@ -162,57 +120,9 @@ func TestNodeAppsUnmodified(t *testing.T) {
 				t.Errorf("after scale -1: %+v %v, want 2 online", down, err)
 			}
 			if len(up.Workers) == 3 {
-				reachesAll("after scale", workerPIDs(down))
+				reachesEach(t, "after scale", url, workerPIDs(down))
 			}
 		})
-	}
-}
-
-// runAsync runs `supervisor run` with config and args in the background, its log in logs;
-// it is stopped at the end of the test.
-func runAsync(t *testing.T, config string, args ...string) (*runningCluster, *syncBuffer) {
-	t.Helper()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &runningCluster{socket: filepath.Join(dir, "s.sock"), done: make(chan error, 1)}
-	logs := &syncBuffer{}
-	go func() {
-		c.done <- run(context.Background(), append([]string{"run", "-config", cfg, "-socket", c.socket, "-listen", "127.0.0.1:0"}, args...),
-			func(string) string { return "" }, io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		c.cmd("stop")
-		select {
-		case <-c.done:
-		case <-time.After(15 * time.Second):
-			t.Error("run did not return after stop")
-		}
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs)
-		}
-	})
-	return c, logs
-}
-
-// TestNodeAppWrongPort: an app that listens on a port the supervisor does not serve (its
-// environment sets PORT to another) fails with an error naming both ports.
-func TestNodeAppWrongPort(t *testing.T) {
-	t.Parallel()
-	dir := nodeApps(t, false)
-	c, logs := runAsync(t, "instances: 1\nmax_restarts: 1\nmin_uptime: 60s\nexp_backoff_restart_delay: 50ms\nenv: {PORT: '4444'}\n",
-		"--", "node", filepath.Join(dir, "plain.js"))
-	waitUntil(t, 30*time.Second, "slot errored", func() bool {
-		st, err := c.status()
-		return err == nil && len(st.Workers) == 1 && st.Workers[0].Status == "errored"
-	})
-	st, _ := c.status()
-	_, port, _ := net.SplitHostPort(st.Addr)
-	want := "the app listens on port 4444, but the supervisor serves port " + port
-	if l := logs.String(); !strings.Contains(l, want) || !strings.Contains(l, "PORT=4444") {
-		t.Errorf("log has no %q naming PORT=4444:\n%s", want, l)
 	}
 }
 
@@ -281,4 +191,56 @@ func TestNotServing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reachesEach fetches url on fresh connections until every pid of want has answered
+// (the apps answer "pid N"), failing t on a failed request or a pid never reached.
+func reachesEach(t *testing.T, what, url string, want []int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i := 0; i < 200 && len(seen) < len(want); i++ {
+		code, body, err := fetch(url, 5*time.Second)
+		if err != nil || code != 200 {
+			t.Fatalf("%s: GET %s: %d %q %v", what, url, code, body, err)
+		}
+		seen[strings.TrimSpace(body)] = true
+	}
+	for _, pid := range want {
+		if !seen[fmt.Sprintf("pid %d", pid)] {
+			t.Errorf("%s: fresh connections to %s reached %v, not worker %d (workers %v)", what, url, seen, pid, want)
+		}
+	}
+}
+
+// reloadUnderLoad reloads the cluster under load on url and returns its status once the
+// generation before (st) has exited: every request answered, every worker online with a
+// new pid.
+func reloadUnderLoad(t *testing.T, c *runningCluster, url string, st control.Status) control.Status {
+	t.Helper()
+	load := clustertest.StartLoad(url, 4)
+	time.Sleep(300 * time.Millisecond)
+	if out, err := c.cmd("reload"); err != nil {
+		t.Errorf("reload: %v %s", err, out)
+	}
+	// The load runs until the old generation has gone: its stop is under load too.
+	waitUntil(t, 20*time.Second, "the old generation exited", func() bool {
+		for _, pid := range workerPIDs(st) {
+			if !processGone(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(300 * time.Millisecond)
+	load.Finish(t)
+	after, err := c.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range after.Workers {
+		if slices.Contains(workerPIDs(st), w.PID) || w.Status != "online" {
+			t.Errorf("worker after reload: %+v, want online with a new pid (before: %v)", w, workerPIDs(st))
+		}
+	}
+	return after
 }

@@ -32,7 +32,8 @@ func nodeIdleGrace(killTimeout time.Duration) time.Duration {
 	return min(time.Second, killTimeout/2)
 }
 
-// nodeMsg is one of the preload's messages: {"onehost":"stats",…} or {"onehost":"host",…}.
+// nodeMsg is one of the preload's messages: {"onehost":"stats",…}, {"onehost":"host",…},
+// and an app port's {"onehost":"listen",…} and {"onehost":"listening",…} (nodelisten.go).
 type nodeMsg struct {
 	Onehost     string  `json:"onehost"`
 	Requests    uint64  `json:"requests"`
@@ -41,6 +42,9 @@ type nodeMsg struct {
 	Host        string  `json:"host"`  // the host the app asked for
 	Bound       string  `json:"bound"` // the address fd 3 is bound on
 	Kept        bool    `json:"kept"`  // the preload closes connections to other addresses
+	Seq         int64   `json:"seq"`   // "listen": the request's number, for the answer
+	Port        int     `json:"port"`  // "listen": the port the app asked for
+	Addr        string  `json:"addr"`  // "listening": the app port it listens on
 }
 
 // parseNodeMsg reads a line of the Node channel as a preload message, ok false for
@@ -68,6 +72,8 @@ func (s *Supervisor) nodeMessage(p *proc, m nodeMsg) {
 		p.requests, p.prevReq, p.connections = m.Requests, m.Requests, m.Connections
 	case "host":
 		s.nodeHost(p, m)
+	case "listening":
+		s.appServing(p, m.Addr)
 	}
 }
 

@@ -59,6 +59,8 @@ type proc struct {
 	speaksIPC    bool      // it has sent an ipc message: it is asked for stats and judged by them
 	nodeCounters bool      // the Node preload reports its counters (nodestats.go)
 	nodeAt       float64   // when the last of them were taken, by the app's clock (ms)
+	slotTaken    bool      // the Node preload said the app listens on the slot's socket (fd 3)
+	appPorts     []string  // the app ports handed to it, by the address bound (nodelisten.go)
 	statusText   string    // its last sd_notify STATUS=
 	// says is what its sd_notify said of its own state since its last READY=1: "stopping"
 	// (STOPPING=1: it takes no new connections from the steering) or "reloading"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -182,7 +183,8 @@ func isNode(program string) bool {
 // nodeChannel is the supervisor's end of a Node program's IPC channel (a unix stream
 // socketpair; Node's "json" serialization: one JSON value per line).
 type nodeChannel struct {
-	f *os.File // ours
+	f  *os.File   // ours
+	mu sync.Mutex // one message at a time: the loop's goroutines send concurrently
 }
 
 // newNodeChannel returns our end and the child's.
@@ -196,7 +198,14 @@ func newNodeChannel() (*nodeChannel, *os.File, error) {
 
 // send writes one message (a JSON value) to the Node program: process.on('message') gets it.
 func (c *nodeChannel) send(jsonValue string) error {
-	_, err := c.f.Write([]byte(jsonValue + "\n"))
+	return c.write([]byte(jsonValue + "\n"))
+}
+
+// write writes one whole message.
+func (c *nodeChannel) write(b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.f.Write(b)
 	return err
 }
 
@@ -214,12 +223,18 @@ func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 			// The preload's word that the app's server listens on fd 3: online then, as
 			// PM2's cluster mode, unless the worker is to say ready itself.
 			s.post(func() {
+				p.slotTaken = true
 				if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
 					s.becameReady(p, readyListen)
 				}
 			})
 		default:
-			if m, ok := parseNodeMsg(msg); ok {
+			m, ok := parseNodeMsg(msg)
+			switch {
+			case ok && m.Onehost == "listen":
+				r := resolveListen(m) // here: a host name may take a DNS lookup
+				s.post(func() { s.nodeListen(p, r) })
+			case ok:
 				s.post(func() { s.nodeMessage(p, m) })
 			}
 		}

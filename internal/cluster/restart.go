@@ -46,6 +46,7 @@ func (s *Supervisor) exited(p *proc) {
 	sl := s.slots[p.slot]
 	if sl == nil || sl.cur != p {
 		p.log.Info("worker exited", zap.Duration("uptime", up), zap.NamedError("status", p.exitErr))
+		s.appPortsAfter(p) // replaced: its app ports stay only where its successor listens too
 		return
 	}
 	sl.cur = nil

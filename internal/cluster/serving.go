@@ -110,6 +110,11 @@ func (s *Supervisor) sawListeners(p *proc, ls []procstat.Listener) {
 	for q := range s.procs {
 		ours[socketInode(q.socket)], ours[socketInode(q.retired)] = true, true
 	}
+	if sl := s.slots[p.slot]; sl != nil {
+		for _, ap := range sl.ports {
+			ours[socketInode(ap.f)] = true
+		}
+	}
 	var own []string
 	for _, l := range ls {
 		if !ours[l.Inode] {
@@ -143,6 +148,9 @@ func (s *Supervisor) checkServing(now time.Time) {
 		p := sl.cur
 		if p == nil || sl.file == nil || p.speaksIPC || p.state != StateOnline {
 			continue
+		}
+		if len(p.appPorts) > 0 && !p.slotTaken {
+			continue // it serves the app ports its listen asked for, and the log said so (appServing)
 		}
 		q, err := acceptQueue(sl.file)
 		if err != nil {

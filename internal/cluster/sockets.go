@@ -124,8 +124,10 @@ func (s *Supervisor) giveUpQueue(sl *slot) {
 	s.log.Info("slot's socket closed: its queued connections move to the live slots", zap.Int("slot", sl.id))
 }
 
-// closeSocket closes the supervisor's copy of the slot's socket (loop only).
+// closeSocket closes the supervisor's copy of the slot's socket, and its app ports (loop
+// only).
 func (s *Supervisor) closeSocket(sl *slot) {
+	s.closeAppPorts(sl)
 	if sl.file == nil {
 		return
 	}

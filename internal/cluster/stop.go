@@ -70,6 +70,7 @@ func (s *Supervisor) stop(ctx context.Context, now bool) error {
 	s.endGroups(procs, begun.Add(s.cfg.KillTimeout.D()))
 	s.call(func() {
 		for _, sl := range s.slots {
+			s.closeAppPorts(sl)
 			if sl.file != nil {
 				sl.file.Close()
 				sl.file = nil

@@ -20,6 +20,7 @@
 //
 // Programs that were not written for it: readiness.go (what they say: sd_notify, Node's
 // IPC channel), nodepreload.go (an unmodified Node app's listen(PORT) served from fd 3),
+// nodelisten.go (its listen on a port the configuration did not name, bound and handed over),
 // serving.go (a worker that does not serve its slot's socket is shown not-serving). In
 // fork mode (Config.ExecMode) the workers get no socket at all.
 //
@@ -187,6 +188,9 @@ type slot struct {
 	cur      *proc
 	state    string // when cur is nil: waiting-restart or errored
 	restarts int
+	// ports are the slot's sockets on the ports its app's own listen asked for, by the
+	// address bound (nodelisten.go); nil for most apps.
+	ports    map[string]*appPort
 	unstable int // consecutive exits within min_uptime
 	crashes  int // consecutive crashes, for the backoff
 	timer    *time.Timer
@@ -219,9 +223,10 @@ type Supervisor struct {
 
 	reloads, reloadsAborted, scales atomic.Int64 // for Counters
 
-	serving     atomic.Uint64 // online<<32 | desired, published by the loop (hostdrain.go)
-	hostDrained atomic.Bool   // SetHostDrained
-	hostDrainMu sync.Mutex    // orders the keepalive messages (hostdrain.go)
+	serving     atomic.Uint64            // online<<32 | desired, published by the loop (hostdrain.go)
+	appPorts    atomic.Pointer[[]string] // the app ports' addresses, published by the loop (AppPorts)
+	hostDrained atomic.Bool              // SetHostDrained
+	hostDrainMu sync.Mutex               // orders the keepalive messages (hostdrain.go)
 
 	// loop-owned
 	lastSilenceKill time.Time     // the last worker killed for silence
@@ -235,6 +240,7 @@ type Supervisor struct {
 	notifyDir       string        // the workers' sd_notify sockets live here; "" if none
 	preload         string        // the Node preload's path once written (nodepreload.go)
 	preloadFailed   bool          // its write failed (logged once)
+	appPortSaid     bool          // the log said once that the app serves a port of its own (nodelisten.go)
 	lastStatus      string        // the last STATUS= sent
 	slots           map[int]*slot
 	procs           map[*proc]struct{} // every live process, current or not

@@ -13,6 +13,10 @@ type Status struct {
 	// Steering is how new connections reach the workers: "bpf-rr" (round robin over the
 	// online workers) or "hash" (the kernel's); the first cluster-mode app's.
 	Steering string `json:"steering"`
+	// AppPorts are the addresses the supervisor serves too because the app's own listen
+	// asked for them (a Node app's listen(8080) where Addr's port is another); the first
+	// cluster-mode app's, as Addr.
+	AppPorts []string `json:"app_ports,omitempty"`
 	// Workers are every app's workers, each with its app's name (Worker.App).
 	Workers []Worker `json:"workers"`
 	// Apps are the configuration's apps in order, running or stopped, as `pm2 ls` lists
@@ -59,7 +63,9 @@ type App struct {
 	Status   string `json:"status"`
 	Addr     string `json:"addr,omitempty"`     // "" in fork mode: no socket of ours
 	Steering string `json:"steering,omitempty"` // "" in fork mode
-	Workers  int    `json:"workers"`
+	// AppPorts: see Status.AppPorts.
+	AppPorts []string `json:"app_ports,omitempty"`
+	Workers  int      `json:"workers"`
 }
 
 // Worker is one worker's row of the status: what the supervisor knows of it, and what the
@@ -152,6 +158,7 @@ type Describe struct {
 	Listen   string   `json:"listen,omitempty"`
 	Addr     string   `json:"addr,omitempty"`
 	Steering string   `json:"steering,omitempty"`
+	AppPorts []string `json:"app_ports,omitempty"` // see Status.AppPorts
 	// Instances is the configured count (0: the default), Workers the count now.
 	Instances int `json:"instances"`
 	Workers   int `json:"workers"`

@@ -191,9 +191,14 @@ func Start(ctx context.Context, req Request) error {
 			if name == "" {
 				name = unnamedApp(runArgs)
 			}
-			return fmt.Errorf("start: app %s: its workers exit at start and are being restarted with backoff (each restarted %d times, none staying online); "+
+			wlog := loop.workerLog(workerLogDir, st)
+			why := "" // the supervisor's own explanation, from the worker's output, first
+			if says := preloadSays(wlog, before[wlog]); says != "" {
+				why = says + "\n"
+			}
+			return fmt.Errorf("start: app %s: %sits workers exit at start and are being restarted with backoff (each restarted %d times, none staying online); "+
 				"the supervisor (pid %d) runs on and lists them errored once out of restarts: `supervisor logs%s` shows more, `supervisor kill%s` stops it%s",
-				name, loop.restarts, cmd.Process.Pid, ctl, ctl, tails(loop.workerLog(workerLogDir, st)))
+				name, why, loop.restarts, cmd.Process.Pid, ctl, ctl, tails(wlog))
 		}
 		if !watch.settled(st, now) {
 			continue
@@ -337,4 +342,18 @@ func sizes(dir, extra string) map[string]int64 {
 		out[extra] = fi.Size()
 	}
 	return out
+}
+
+// preloadSays is the last line the supervisor's Node preload wrote in a worker's log at
+// path past its first from bytes (this run's: "onehost: the app's listen(8080) cannot be
+// served: WHY: FIX"), from "onehost:" on, or "" when there is none: what the user must read
+// first, rather than at the end of the log lines under the report.
+func preloadSays(path string, from int64) string {
+	lines := strings.Split(tail(path, 10, from), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if j := strings.Index(lines[i], "onehost: "); j >= 0 {
+			return lines[i][j:]
+		}
+	}
+	return ""
 }

@@ -25,7 +25,7 @@ func EveryOnline(st control.Status) bool {
 func PrintStatus(w io.Writer, st control.Status) {
 	named := len(st.Apps) > 1 || (len(st.Apps) == 1 && st.Apps[0].Name != "")
 	if !named && st.Addr != "" { // "" when its one app is stopped: its row says so
-		fmt.Fprintf(w, "serving %s, steering: %s\n", st.Addr, st.Steering)
+		fmt.Fprintf(w, "serving %s, steering: %s%s\n", st.Addr, st.Steering, appPorts(st.AppPorts))
 	}
 	for _, a := range st.Apps {
 		if !named {
@@ -37,7 +37,7 @@ func PrintStatus(w io.Writer, st control.Status) {
 		case a.Mode == cluster.ExecFork:
 			fmt.Fprintf(w, "app %s (fork): %d processes\n", a.Name, a.Workers)
 		default:
-			fmt.Fprintf(w, "app %s (cluster): serving %s, steering: %s\n", a.Name, a.Addr, a.Steering)
+			fmt.Fprintf(w, "app %s (cluster): serving %s, steering: %s%s\n", a.Name, a.Addr, a.Steering, appPorts(a.AppPorts))
 		}
 	}
 	if st.Drained {
@@ -128,6 +128,14 @@ func Mem(b int64) string {
 	return fmt.Sprintf("%.1fkb", float64(b)/(1<<10))
 }
 
+// appPorts is what the status line adds for the ports an app's own listen asked for.
+func appPorts(addrs []string) string {
+	if len(addrs) == 0 {
+		return ""
+	}
+	return "; and " + strings.Join(addrs, ", ") + ", as the app's own listen asked (the kernel's hash)"
+}
+
 // printDescribe prints describe's reply as `pm2 describe` does: a table of fields, then
 // the workers.
 func PrintDescribe(w io.Writer, d control.Describe) {
@@ -142,7 +150,7 @@ func PrintDescribe(w io.Writer, d control.Describe) {
 	}
 	rows := [][2]string{
 		{"name", name}, {"status", d.Status}, {"mode", d.Mode}, {"cwd", d.Cwd},
-		{"command", strings.Join(d.Command, " ")}, {"listen", d.Listen}, {"serving", d.Addr},
+		{"command", strings.Join(d.Command, " ")}, {"listen", d.Listen}, {"serving", d.Addr + appPorts(d.AppPorts)},
 		{"steering", d.Steering}, {"instances", instances + " configured, " + strconv.Itoa(d.Workers) + " running"},
 		{"env", strings.Join(d.EnvNames, ", ")}, {"restarts", strconv.Itoa(d.Restarts)}, {"uptime", Uptime(d.UptimeS)},
 	}

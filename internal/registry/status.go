@@ -30,9 +30,9 @@ func (r *Registry) Status(name string) (control.Status, error) {
 			rows := sup.Status()
 			as.Status, as.Workers = "running", len(rows)
 			if !a.config().Fork() {
-				as.Addr, as.Steering = sup.Addr(), sup.Steering()
+				as.Addr, as.Steering, as.AppPorts = sup.Addr(), sup.Steering(), sup.AppPorts()
 				if st.Addr == "" {
-					st.Addr, st.Steering = as.Addr, as.Steering
+					st.Addr, st.Steering, st.AppPorts = as.Addr, as.Steering, as.AppPorts
 				}
 			}
 			st.Workers = append(st.Workers, a.rows(rows)...)
@@ -81,7 +81,7 @@ func (r *Registry) Describe(name string) (control.Describe, error) {
 		d.WorkerRow = a.rows(sup.Status())
 		d.Workers = len(d.WorkerRow)
 		if !conf.Fork() {
-			d.Addr, d.Steering = sup.Addr(), sup.Steering()
+			d.Addr, d.Steering, d.AppPorts = sup.Addr(), sup.Steering(), sup.AppPorts()
 		}
 		for _, w := range d.WorkerRow {
 			d.Restarts += w.Restarts

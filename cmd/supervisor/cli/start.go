@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,13 @@ func Start(ctx context.Context, env Env, args []string) error {
 		runArgs, err := startArgs(target, rest)
 		if err != nil {
 			return err
+		}
+		runArgs, note, err := listenFromPORT(runArgs, env.Getenv)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprintln(env.Stdout, note)
 		}
 		exe, err := os.Executable()
 		if err != nil {
@@ -81,7 +89,8 @@ const startUsage = `usage:
   supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
                                                  default: ./ecosystem.config.js, ..., configs/cluster.yaml)
   supervisor start SCRIPT [run's flags] [-- ARGS] (app.js: node SCRIPT; another executable: itself;
-                                                 -i N is -instances N, as pm2's)
+                                                 -i N is -instances N, as pm2's; PORT in the
+                                                 environment: app.js is served on 0.0.0.0:PORT)
   supervisor start APP [-socket PATH]            (a stopped app of the running supervisor)
 The background supervisor is 'supervisor run' detached from the terminal (its own session,
 stdin /dev/null), its log in DIR/supervisor.log and its workers' in DIR/APP-N.log, DIR being
@@ -196,4 +205,28 @@ func startOnRunning(ctx context.Context, env Env, runArgs []string) (done bool, 
 	}
 	fmt.Fprintf(env.Stdout, "the supervisor at %s had no app left (every one deleted): replaced by one running this\n", socket)
 	return false, nil
+}
+
+// listenFromPORT gives a Node script started without -listen the port PORT names in the
+// calling environment, as a PM2 user expects of `PORT=3100 pm2 start app.js`: the app's
+// listen(process.env.PORT) asks for it, and the supervisor then serves it on every
+// interface, as the app's own listen(PORT) binds (an ecosystem file's env.PORT is served
+// so too). It returns the arguments and what to tell the user ("" when nothing changed).
+// A configuration file names its own address; other programs read PORT their own way.
+func listenFromPORT(runArgs []string, getenv func(string) string) ([]string, string, error) {
+	port := getenv("PORT")
+	i := slices.Index(runArgs, "--")
+	if port == "" || i < 0 || i+1 >= len(runArgs) || runArgs[i+1] != "node" {
+		return runArgs, "", nil
+	}
+	if _, ok := detach.FlagValue(runArgs, "listen"); ok {
+		return runArgs, "", nil // the user's choice (the app's listen(PORT) is served too: an app port)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, "", fmt.Errorf("start: PORT=%q in the environment is not a port (1 to 65535): unset it, or give -listen HOST:PORT", port)
+	}
+	listen := "0.0.0.0:" + port
+	out := append(slices.Clone(runArgs[:i]), "-listen", listen)
+	return append(out, runArgs[i:]...), "PORT=" + port + " in the environment: serving " + listen +
+		", the port the app's listen(process.env.PORT) asks for, on every interface as its own listen would bind (-listen HOST:PORT chooses another)", nil
 }

@@ -14,9 +14,21 @@
 //     supervisor is told ("onehost:host"), which says so in its log with the fix (bind the
 //     slot's socket there: listen / env.HOST). Where the supervisor binds one address, that
 //     address decides;
-//   - a listen for another port (not 0) fails with an error that names the port asked and
-//     the port served, emitted as listen's own errors are ('error' on the server);
-//   - a second listen for the served port fails with EADDRINUSE, as it would without us;
+//   - a listen for another port (not 0), a port of the app's own, is served there as PM2's
+//     primary serves it: the preload asks the supervisor over Node's IPC channel
+//     ({"onehost":"listen",seq,port,host}), which binds the slot's socket on that address
+//     (or finds the one it holds) and sends it back as Node passes handles (a NODE_HANDLE
+//     message with the descriptor attached: 'internalMessage' here, never the app's
+//     'message'); the server listens on it. The app's callback and 'listening' come as
+//     usual, a little later, and "onehost:listening" is said as {"onehost":"listening",addr};
+//   - where it cannot be served (the address is another process's, a port below 1024
+//     without the capability, no IPC channel), listen fails with an error whose message is
+//     one line, "onehost: the app's listen(PORT) cannot be served: WHY: FIX", emitted as
+//     listen's own errors are ('error' on the server); an app with no handler for it (on
+//     the server, or uncaughtException) gets that line alone on stderr and exits 1, so that
+//     it is the first line the user sees, not one buried under the preload's own stack;
+//   - a second listen for the served port, or for an app port, fails with EADDRINUSE, as
+//     it would without us;
 //   - an app's own listen({ fd: 3 }) is left as it is (and announced, below);
 //   - unix socket paths, other { fd }, { handle }, port 0 (a port of its own) pass through, and
 //     so does every listen of any other process Node starts with this NODE_OPTIONS (the
@@ -67,21 +79,64 @@
   }
 
   // fail emits err as listen's own errors are: 'error' on the server, which throws (and
-  // ends the process, its message in the log) where the app has no handler for it. The
-  // listen callback is a 'listening' listener, and there is none.
+  // ends the process) where the app has no handler for it. The listen callback is a
+  // 'listening' listener, and there is none. Our own error (ONEHOST_PORT) unhandled is
+  // written as its one line and the process exits 1: Node's report of an unhandled 'error'
+  // would put the preload's stack first and the line the user needs out of sight.
   function fail(server, err) {
-    process.nextTick(() => server.emit('error', err));
+    process.nextTick(() => {
+      if (err.code === 'ONEHOST_PORT' && server.listenerCount('error') === 0 &&
+          process.listenerCount('uncaughtException') === 0) {
+        require('fs').writeSync(2, err.message + '\n');
+        process.exit(1);
+      }
+      server.emit('error', err);
+    });
     return server;
   }
 
+  // portError is the error of a listen the supervisor cannot serve: one line, why and what
+  // to do.
+  function portError(port, why, fix) {
+    const err = new Error(`onehost: the app's listen(${port}) cannot be served: ${why}: ${fix}`);
+    err.code = 'ONEHOST_PORT';
+    err.port = port;
+    err.served = served;
+    return err;
+  }
+
   // announce tells the supervisor, over Node's IPC channel where there is one, when the
-  // server on fd 3 listens.
-  function announce(server) {
+  // server listens: on fd 3 (msg "onehost:listening"), or on an app port.
+  function announce(server, msg) {
     count(server);
     server.once('listening', () => {
-      tell('onehost:listening');
+      tell(msg);
       startStats();
     });
+  }
+
+  // ask asks the supervisor for a socket on host:port, and calls done(answer, handle) with
+  // its answer ({addr} and the handle, or {error, fix}). A timer waits for it (and keeps the
+  // process alive meanwhile); the supervisor answers at once unless its loop is stuck.
+  let seq = 0;
+  const pending = new Map();
+  function ask(port, host, done) {
+    if (seq === 0) {
+      process.on('internalMessage', (m, handle) => {
+        if (!m || m.cmd !== 'NODE_ONEHOST_LISTEN') return;
+        const cb = pending.get(m.seq);
+        if (!cb) { if (handle) handle.close(); return; }
+        pending.delete(m.seq);
+        cb(m, handle);
+      });
+    }
+    const n = ++seq;
+    const timer = setTimeout(() => {
+      pending.delete(n);
+      done({ error: 'the supervisor did not answer within 30 s', fix: 'see its log (supervisor logs)' });
+    }, 30000);
+    pending.set(n, (m, handle) => { clearTimeout(timer); done(m, handle); });
+    tell({ onehost: 'listen', seq: n, port, host });
   }
 
   // tell sends msg to the supervisor over Node's IPC channel, when there is one.
@@ -182,38 +237,63 @@
       // An app that already serves the inherited socket itself: as it is, announced.
       taken = true;
       servers.push(this);
-      announce(this);
+      announce(this, 'onehost:listening');
       return listen.apply(this, args);
     }
     const port = portOf(args);
     if (port === undefined || port === 0) return listen.apply(this, args);
-    if (port !== served) {
-      const what = env.PORT !== undefined && env.PORT !== String(served)
-        ? `the app's environment sets PORT=${env.PORT}: leave PORT out (the supervisor sets it to the port it serves) or make the supervisor serve port ${env.PORT}`
-        : `make the app listen on process.env.PORT (the supervisor sets it to ${served}), or make the supervisor serve port ${port}`;
-      const err = new Error(`onehost: the app listens on port ${port}, but the supervisor serves port ${served} ` +
-        `(the slot's socket, fd 3): ${what}`);
-      err.code = 'ONEHOST_PORT';
-      err.port = port;
-      err.served = served;
-      return fail(this, err);
-    }
-    if (taken) {
-      const err = new Error(`listen EADDRINUSE: port ${port} is already served by another server of this process ` +
-        `(onehost gives the slot's socket to the first listen for it)`);
-      err.code = 'EADDRINUSE';
-      err.port = port;
-      return fail(this, err);
-    }
+    if (port !== served) return listenOwn(this, port, hostOf(args), args);
+    if (taken) return fail(this, inUse(port));
     taken = true;
     servers.push(this);
-    announce(this);
+    announce(this, 'onehost:listening');
     keepHost(this, hostOf(args));
     const opts = { fd: 3 };
     if (a !== null && typeof a === 'object' && a.backlog !== undefined) opts.backlog = a.backlog;
     const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
     return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
   };
+
+  function inUse(port) {
+    const err = new Error(`listen EADDRINUSE: port ${port} is already served by another server of this process ` +
+      `(onehost gives the first listen for it the slot's socket there)`);
+    err.code = 'EADDRINUSE';
+    err.port = port;
+    return err;
+  }
+
+  // listenOwn serves a listen for a port of the app's own (not the served one) on the
+  // socket the supervisor binds for it. Without Node's IPC channel there is nobody to ask:
+  // the error then says how to make the supervisor serve that port.
+  const asked = new Set(); // host|port of this process's app ports
+  function listenOwn(server, port, host, args) {
+    if (!process.send || !process.connected) {
+      const fix = env.PORT !== undefined && env.PORT !== String(served)
+        ? `the app's environment sets PORT=${env.PORT}: leave PORT out (the supervisor sets it to the port it serves) or make the supervisor serve port ${env.PORT} (-listen 0.0.0.0:${env.PORT})`
+        : `make the app listen on process.env.PORT (the supervisor sets it to ${served}), or make the supervisor serve port ${port} (-listen 0.0.0.0:${port})`;
+      return fail(server, portError(port, `the app listens on port ${port}, but the supervisor serves port ${served} ` +
+        `(the slot's socket, fd 3) and no IPC channel reaches it to ask for another`, fix));
+    }
+    const key = `${host}|${port}`;
+    if (asked.has(key)) return fail(server, inUse(port));
+    asked.add(key);
+    servers.push(server);
+    const a = args[0];
+    const backlog = a !== null && typeof a === 'object' ? a.backlog : undefined;
+    const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
+    if (cb) server.once('listening', cb); // now, as listen would add it
+    ask(port, host, (m, handle) => {
+      if (m.error || !handle) {
+        asked.delete(key);
+        fail(server, portError(port, m.error || 'no socket came with the supervisor\'s answer', m.fix || 'see its log'));
+        return;
+      }
+      announce(server, { onehost: 'listening', addr: m.addr });
+      if (backlog !== undefined) listen.call(server, handle, backlog);
+      else listen.call(server, handle);
+    });
+    return server;
+  }
 
   // The stop, as our own worker drains: stop accepting (net's close: http's own close would
   // also close the idle keep-alive connections at once), answer every response not yet
