@@ -127,7 +127,8 @@ type Options struct {
 	Inherited map[int]*os.File
 }
 
-// WorkerStatus is one row of Status, in the JSON shape of `supervisor status -json`.
+// WorkerStatus is one row of Status. The control protocol carries it as its own type
+// (internal/control's Worker, which writes the counters a worker does not report as null).
 type WorkerStatus struct {
 	// App is the app's name (Options.Name), "" when it has none.
 	App         string  `json:"app,omitempty"`
