@@ -105,6 +105,16 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 			p.log.Info("worker's write role changed", zap.String("writes", m.Writes), zap.String("was", p.writes))
 			p.writes = m.Writes
 		}
+		if m.NotServing != p.serve.notServing && p.state == StateOnline {
+			// The worker's own word, for a worker that speaks ipc (checkServing judges
+			// only those that do not): logged on change, as the health below.
+			if m.NotServing != "" {
+				p.log.Warn("worker says it must not be sent traffic: status shows it not-serving", zap.String("why", m.NotServing))
+			} else {
+				p.log.Info("worker takes traffic again")
+			}
+			p.serve.notServing = m.NotServing
+		}
 		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {
 			// Log changes only, as the worker does.
 			if h == HealthUnhealthy {

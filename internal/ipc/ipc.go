@@ -81,6 +81,11 @@ type Msg struct {
 	// nothing about health (a worker that has no check, or has not finished its first).
 	Healthy bool   `json:"healthy,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// NotServing, in a stats answer, is a worker's "send me no traffic" and why: it runs
+	// and answers, but must not be sent requests now (a fleet host whose data lags). The
+	// supervisor shows it not-serving and does not count it online, so the host's agent
+	// takes the host out of its balancer when no worker serves; "" again puts it back.
+	NotServing string `json:"not_serving,omitempty"`
 	// Writes, in a stats answer, is the worker's part in its database's writes, as the
 	// worker names it (the feed worker: "owner", "follower", "none" or "flock"); shown by
 	// the supervisor, not interpreted.
