@@ -13,6 +13,9 @@
 // stream's leadership among them), waits for another node to take each, then exits; a
 // second signal exits at once. It logs JSON lines to stderr, {"msg":"serving","addr":...}
 // once it takes clients.
+//
+// Across its supervisor's upgrade or kill -9 it serves on (takeover.go): the node the next
+// supervisor starts stops it the planned way first.
 package main
 
 import (
@@ -65,6 +68,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
 		return fmt.Errorf("fleet-dir: %w", err)
 	}
+	release, err := takeOver(spec.Dir, 15*time.Second, log)
+	if err != nil {
+		return err
+	}
+	defer release()
 	node, err := lognode.Start(lognode.Config{Spec: spec, Logger: log})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ type runFlags struct {
 	logKeep                                                     int
 	hosts                                                       allowedHosts
 	upgradeTo                                                   upgradeBinaries
+	sharedLog                                                   logFlags // -fleet... (sharedlog.go)
 	command                                                     []string // after --
 }
 
@@ -53,6 +54,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.BoolVar(&f.sharePort, "share-port", false, "join a port another process (another supervisor) listens on already, sharing its connections (SO_REUSEPORT); without it such a port is refused")
 	fs.StringVar(&f.logDir, "log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
 	fs.StringVar(&f.envFile, "env-file", "", "KEY=VALUE lines (systemd's EnvironmentFile= syntax) added to the environment the workers inherit, under the config's env; with -check, judged as the unit of `startup -env-file` gets them")
+	f.sharedLog.define(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -106,7 +108,11 @@ func (im *image) loadSpecs() ([]cluster.App, error) {
 	if err := im.applyOverrides(specs); err != nil {
 		return nil, err
 	}
-	return specs, nil
+	specs, warning, err := im.flags.sharedLog.withLogNode(specs, im.exe)
+	if warning != "" {
+		fmt.Fprintln(im.stderr, "supervisor: warning:", warning)
+	}
+	return specs, err
 }
 
 // readSpecs reads the configuration: one unnamed app, or an ecosystem file's apps (the

@@ -52,7 +52,7 @@ type upgrader struct {
 // link resolved, once, so that what was checked is what runs.
 func (u *upgrader) check(bin string) (string, error) {
 	for _, a := range u.fl.apps {
-		if a.current() == nil {
+		if a.current() == nil || a.name == logNodeApp { // the log node outlives the exec (sharedlog.go)
 			continue
 		}
 		if err := a.current().CanRejoin(); err != nil || a.cfg.Fork() {
