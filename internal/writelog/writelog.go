@@ -141,7 +141,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open write log: %w", err)
 	}
-	l.local, err = nats.Connect(urls[0], append(common, nats.Name(cfg.Name+" local"))...)
+	// Its own node alone: not the others that node tells of (what Serving asks is
+	// whether this host's node lives).
+	l.local, err = nats.Connect(urls[0], append(common, nats.Name(cfg.Name+" local"), nats.IgnoreDiscoveredServers())...)
 	if err != nil {
 		l.nc.Close()
 		return nil, fmt.Errorf("open write log: %w", err)
