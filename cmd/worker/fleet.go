@@ -34,8 +34,11 @@ func (c *serveConfig) parseFleet(getenv func(string) string) error {
 	c.fleet = &spec
 	if v := getenv(EnvSnapshotEvery); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n == 0 {
-			return fmt.Errorf("%s %q: want a number of messages above 0", EnvSnapshotEvery, v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want a number of messages (0: no snapshots, for measurements)", EnvSnapshotEvery, v)
+		}
+		if n == 0 {
+			n = feed.NoSnapshots
 		}
 		c.store.SnapshotEvery = n
 	}

@@ -27,14 +27,15 @@ import (
 // heard every host's report (each would think it leads).
 const snapshotDelay = 2 * time.Second
 
-// maybeSnapshot starts a snapshot in the background when one is due here.
-func (w *logWriter) maybeSnapshot(applied uint64, force bool) {
+// maybeSnapshot starts a snapshot in the background when one is due here: the applier
+// runs (for snapshotDelay at least), this host leads, and the log holds no snapshot yet or
+// SnapshotEvery messages were applied since the last one. (The janitor asks.)
+func (w *logWriter) maybeSnapshot(applied uint64) {
 	since := w.since.Load()
-	if since == 0 || time.Since(time.Unix(0, since)) < snapshotDelay || w.snapshotting.Load() {
+	if w.every == NoSnapshots || since == 0 || time.Since(time.Unix(0, since)) < snapshotDelay || w.snapshotting.Load() {
 		return
 	}
-	last := w.lastSnap.Load()
-	if !force && applied < last+w.every {
+	if w.hasSnap.Load() && applied < w.lastSnap.Load()+w.every {
 		return
 	}
 	if !w.log.Leads() {
@@ -65,7 +66,7 @@ func (w *logWriter) snapshot() error {
 	if err != nil {
 		return err
 	}
-	if seq <= w.lastSnap.Load() && w.lastSnap.Load() != 0 {
+	if w.hasSnap.Load() && seq <= w.lastSnap.Load() {
 		return nil // nothing new since the last one
 	}
 	f, err := os.Open(tmp)
@@ -80,6 +81,7 @@ func (w *logWriter) snapshot() error {
 		return err
 	}
 	w.lastSnap.Store(seq)
+	w.hasSnap.Store(true)
 	keep := seq
 	if m, ok := w.log.MinLiveApplied(); ok && m < keep {
 		keep = m

@@ -120,6 +120,7 @@ type logWriter struct {
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapshotting atomic.Bool
+	hasSnap      atomic.Bool // the log holds a snapshot (known here)
 	lastSnap     atomic.Uint64 // the latest snapshot's sequence known here
 
 	applied, appliedMsgs, undecided atomic.Uint64 // counters (LogStats)
@@ -216,6 +217,7 @@ func (w *logWriter) janitor() {
 		case <-t.C:
 		}
 		w.expire(time.Now().Add(-w.timeout - time.Second))
+		w.maybeSnapshot(w.lastApplied.Load())
 	}
 }
 
@@ -267,12 +269,15 @@ func (w *logWriter) follow(ctx context.Context, done chan struct{}) {
 	defer unlock()
 	if seq, err := w.log.SnapshotSeq(ctx); err == nil {
 		w.lastSnap.Store(seq)
+		w.hasSnap.Store(true)
 	}
+	w.since.Store(time.Now().UnixNano())
+	defer w.since.Store(0)
 	for ctx.Err() == nil {
 		after, err := w.s.logPosition()
 		if err == nil {
+			w.lastApplied.Store(after)
 			w.lg.Info("write log: applying", zap.Uint64("from", after+1))
-			w.maybeSnapshot(after, true)
 			err = w.log.Follow(ctx, after, w.apply)
 		}
 		if err != nil && ctx.Err() == nil {

@@ -128,7 +128,8 @@ type Options struct {
 	Log Log
 
 	// SnapshotEvery is, with Log, how many messages the leading host applies between two
-	// snapshots of its file into the log (after each, the log is purged). Default 10,000.
+	// snapshots of its file into the log (after each, the log is purged). Default 10,000;
+	// NoSnapshots: none (the log grows without bound: for measurements only).
 	SnapshotEvery uint64
 }
 
@@ -143,6 +144,9 @@ const (
 	WritesOwner = "owner"
 	WritesFlock = "flock"
 )
+
+// NoSnapshots is Options.SnapshotEvery's "never".
+const NoSnapshots = ^uint64(0)
 
 // DefaultCommitWindow is Options.CommitWindow's default (why 4 ms: there).
 const DefaultCommitWindow = 4 * time.Millisecond

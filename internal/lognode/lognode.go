@@ -79,6 +79,12 @@ func Start(cfg Config) (*Node, error) {
 		StoreDir:   cfg.Spec.Dir,
 		SyncAlways: cfg.Spec.Sync == fleetspec.SyncAlways,
 		NoSigs:     true, // the signals are cmd/lognode's: a planned stop steps down first
+		// A planned stop ends in lame duck mode: it hands every raft group it leads (the
+		// meta group's among them, which a client of the global account may not step
+		// down) to another node, waits a second for them to take it, and closes the
+		// clients over LameDuckDuration rather than all at once.
+		LameDuckDuration:    time.Second,
+		LameDuckGracePeriod: 100 * time.Millisecond,
 		// Clients (the workers) learn the other nodes from the fleet's list, not gossip.
 		// Routes: every other host; a new host joins by naming one that runs.
 	}
@@ -144,7 +150,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.log.Info("log node stepped down", zap.Int("groups", moved), zap.Duration("took", time.Since(began)), zap.Error(err))
 	}
 	n.nc.Close()
-	n.srv.Shutdown()
+	n.srv.LameDuckShutdown() // the meta group and anything else it leads, then the clients
 	n.srv.WaitForShutdown()
 	n.log.Info("log node stopped")
 	return err
@@ -160,7 +166,9 @@ func (n *Node) Kill() {
 	n.srv.WaitForShutdown()
 }
 
-// stepDown asks each group this node leads to elect another leader, and waits until it has.
+// stepDown asks each stream this node leads to elect another leader, and waits until it
+// has: the write log's first, so that writes pause for this step-down alone. (The meta
+// group follows in lame duck mode, Stop.)
 func (n *Node) stepDown(ctx context.Context) (moved int, err error) {
 	if n.srv.JetStreamEnabled() && len(n.cfg.Spec.Hosts) > 1 {
 		streams := []string{fleetspec.Stream, "OBJ_" + fleetspec.SnapshotBucket}
@@ -176,13 +184,6 @@ func (n *Node) stepDown(ctx context.Context) (moved int, err error) {
 				continue
 			}
 			moved++
-		}
-		if n.srv.JetStreamIsLeader() {
-			if err := n.request(ctx, "$JS.API.META.LEADER.STEPDOWN", func() bool { return !n.srv.JetStreamIsLeader() }); err != nil {
-				errs = append(errs, fmt.Errorf("step down meta leader: %w", err))
-			} else {
-				moved++
-			}
 		}
 		err = errors.Join(errs...)
 	}

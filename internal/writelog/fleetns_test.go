@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ type nsHost struct {
 	list                string // the -fleet list it runs with
 	cmd                 *exec.Cmd
 	done                chan error
+	exited              atomic.Bool
 }
 
 func (h *nsHost) url() string {
@@ -66,7 +68,12 @@ func (h *nsHost) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.done = make(chan error, 1)
-	go func(c *exec.Cmd, done chan error) { done <- c.Wait() }(h.cmd, h.done)
+	h.exited.Store(false)
+	go func(c *exec.Cmd, done chan error) { // reaps the supervisor; killAll waits for it
+		err := c.Wait()
+		h.exited.Store(true)
+		done <- err
+	}(h.cmd, h.done)
 }
 
 // killAll kills -9 every process in the host's namespace (the supervisor, its workers, its
@@ -169,6 +176,41 @@ func streamLeader(t *testing.T, urls []string) string {
 	}
 	t.Fatal("the stream has no leader after 30 s")
 	return ""
+}
+
+// streamHealthy waits until the stream has a leader and every one of its replicas is
+// current: one fault at a time, as the faults are.
+func streamHealthy(t *testing.T, urls []string) {
+	t.Helper()
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := js.Stream(ctx, fleetspec.Stream)
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = st.Info(ctx)
+		}
+		cancel()
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		ok := info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 2
+		for _, r := range info.Cluster.Replicas {
+			ok = ok && r.Current && !r.Offline
+		}
+		if ok {
+			return
+		}
+		last = fmt.Sprintf("%+v", info.Cluster)
+	}
+	t.Fatalf("the stream not healthy after 60 s: %s", last)
 }
 
 // streamFirst is the stream's first sequence.
@@ -292,11 +334,16 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, h := range hosts {
-			if h.cmd != nil && h.cmd.ProcessState == nil {
+			if h.cmd != nil && !h.exited.Load() {
 				h.killAll(t)
 			}
 			if t.Failed() {
-				t.Logf("host %s log:\n%s", h.name, tailFile(h.logs, 60))
+				// The whole log outlives the test's directory, for reading after.
+				kept := filepath.Join(os.TempDir(), fmt.Sprintf("fleetns-%s-%d.log", h.name, os.Getpid()))
+				if b, err := os.ReadFile(h.logs); err == nil && os.WriteFile(kept, b, 0o644) == nil {
+					t.Logf("host %s's whole log: %s", h.name, kept)
+				}
+				t.Logf("host %s log:\n%s", h.name, tailFile(h.logs, 30))
 			}
 		}
 	})
@@ -411,6 +458,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		}
 		lh.waitServing(t, c, 60*time.Second)
 		sameFiles(t, dbs3...)
+		streamHealthy(t, natsURLs[:3])
 	})
 	t.Run("follower killed", func(t *testing.T) {
 		leader := streamLeader(t, natsURLs[:3])
@@ -429,6 +477,50 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		checkAcked(t, c, lb, ids)
 		fh.waitServing(t, c, 60*time.Second)
 		sameFiles(t, dbs3...)
+		streamHealthy(t, natsURLs[:3])
+	})
+	t.Run("node stopped: the host leaves the balancer", func(t *testing.T) {
+		h := hosts[2]
+		sup := func(args ...string) {
+			t.Helper()
+			args = append(args, "-socket", filepath.Join(h.dir, "sup.sock"))
+			if out, err := exec.Command(binary(t, "supervisor"), args...).CombinedOutput(); err != nil {
+				t.Fatalf("supervisor %v: %v: %s", args, err, out)
+			}
+		}
+		sup("stop", "lognode")
+		var st int
+		var b []byte
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if st, b, _ = c.do("GET", h.url()+"/health", 0, ""); st == 503 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("host %s without its log node: /health %d %s, want 503", h.name, st, b)
+			}
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			ss, _ := hp.Stat()
+			out := false
+			for _, s := range ss {
+				out = out || s.Name == "h2" && !strings.HasPrefix(s.Status, "UP")
+			}
+			if out {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("HAProxy keeps host %s UP without its log node: %+v", h.name, ss)
+			}
+		}
+		stale, ids := pairs(t, c, []string{lb}, 30, 21)
+		if stale != 0 || distinct(ids) != len(ids) {
+			t.Errorf("with a host out: %d stale of 30, %d ids for %d posts", stale, distinct(ids), len(ids))
+		}
+		sup("start", "lognode")
+		h.waitServing(t, c, 60*time.Second)
+		waitUp(3)
+		sameFiles(t, dbs3...)
+		streamHealthy(t, natsURLs[:3])
 	})
 	t.Run("host rejoins", func(t *testing.T) {
 		h := hosts[1]
@@ -443,6 +535,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		checkAcked(t, c, lb, ids)
 		waitUp(3)
 		sameFiles(t, dbs3...)
+		streamHealthy(t, natsURLs[:3])
 	})
 	t.Run("applier restarts", func(t *testing.T) {
 		h := hosts[0]

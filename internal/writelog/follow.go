@@ -74,6 +74,12 @@ func (e applyError) Error() string { return e.err.Error() }
 
 // followFrom reads from one consumer until it fails; *next advances past what apply took.
 func (l *Log) followFrom(ctx context.Context, next *uint64, apply func([]Msg) error) error {
+	// A reconnect may have lost what was in flight (the consumer does not ask for acks,
+	// so it counts a message delivered once sent): make the consumer again at once rather
+	// than at the next message's gap.
+	l.movedMu.Lock()
+	moved := l.moved
+	l.movedMu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	cons, err := l.js.CreateConsumer(cctx, fleetspec.Stream, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
@@ -137,6 +143,8 @@ func (l *Log) followFrom(ctx context.Context, next *uint64, apply func([]Msg) er
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-moved:
+			return errors.New("the connection moved to another node")
 		case x = <-ch:
 		}
 		batch = batch[:0]

@@ -1,18 +1,24 @@
 package writelog
 
 // Read your writes for clients that carry nothing. Each host's applier reports the last
-// sequence it applied on AppliedSubject.<host> (plain NATS, not stored) after every batch
-// and every ReportEvery while idle; every process of every host hears every report. A
-// write owner answers a write once every live host (heard within LiveWithin) has applied
-// it (WaitApplied), so a read sent anywhere in the balancer afterwards sees it. A host that
+// sequence it applied, and whether the host serves, on AppliedSubject.<host> (plain NATS,
+// not stored) after every batch and every ReportEvery while idle; every process of every
+// host hears every report. A write owner answers a write once every live host that serves
+// (heard within LiveWithin, in the balancer by its own word) has applied it
+// (WaitApplied), so a read sent anywhere in the balancer afterwards sees it. A host that
 // does not apply in time (WaitBound) stops being waited for until it has caught up; before
-// that, at LagBound, the host itself has said it does not serve (Serving), and its agent
-// takes it out of the balancer. What remains: a host that stalls is still sent reads from
-// LagBound until its balancer asks its agent again (HAProxy's agent-inter), and a write
-// acknowledged after WaitBound without it may be read there meanwhile.
+// that, once it has been behind a serving host for LagBound, the host itself says it does
+// not serve (Serving), and its agent takes it out of the balancer. Hosts that do not serve
+// are neither waited for nor compared with: when the host that had applied the most
+// leaves (its node stopped), the others are not "behind" it.
 //
-// Report: applied(8) pending(8), big endian: pending is how many messages the stream held
-// past applied when they were delivered.
+// What remains: a host that stalls is still sent reads from the moment it says it does
+// not serve until its balancer has heard it (HAProxy's HTTP check of /health, or the
+// agent after the supervisor's next stats round, each about a second), and a write
+// acknowledged meanwhile without it may be read there.
+//
+// Report: applied(8) pending(8) serving(1), big endian: pending is how many messages the
+// stream held past applied when they were delivered.
 
 import (
 	"context"
@@ -32,6 +38,7 @@ import (
 type hostState struct {
 	applied  uint64
 	heard    time.Time
+	serving  bool // by its own report
 	excluded bool // missed a WaitBound: not waited for until caught up
 }
 
@@ -41,6 +48,8 @@ type progress struct {
 	self string
 	sub  *nats.Subscription
 	nc   *nats.Conn
+	// nodeOK reports whether this host's own node answers (Log.Serving's first test).
+	nodeOK func() bool
 
 	mu        sync.Mutex
 	hosts     map[string]*hostState
@@ -49,8 +58,9 @@ type progress struct {
 	own       uint64        // what this process applied last
 	pending   uint64
 
-	serving     bool      // caught up once and not lagging since
-	behindSince time.Time // this host behind another since (zero: not behind)
+	serving      bool      // caught up once and not lagging since
+	servingSince time.Time // when serving last became true
+	behindSince  time.Time // this host behind another since (zero: not behind)
 	why         string    // why not serving
 }
 
@@ -65,11 +75,11 @@ func (p *progress) init(cfg Config) {
 func (p *progress) subscribe(nc *nats.Conn) error {
 	p.nc = nc
 	sub, err := nc.Subscribe(fleetspec.AppliedSubject+".*", func(m *nats.Msg) {
-		if len(m.Data) < 16 {
+		if len(m.Data) < 17 {
 			return
 		}
 		host := strings.TrimPrefix(m.Subject, fleetspec.AppliedSubject+".")
-		p.note(host, binary.BigEndian.Uint64(m.Data), time.Now())
+		p.note(host, binary.BigEndian.Uint64(m.Data), m.Data[16] == 1, time.Now())
 	})
 	if err != nil {
 		return fmt.Errorf("hear the hosts' progress: %w", err)
@@ -79,7 +89,7 @@ func (p *progress) subscribe(nc *nats.Conn) error {
 }
 
 // note records host's report (loop of the subscription, or this process's applier).
-func (p *progress) note(host string, applied uint64, now time.Time) {
+func (p *progress) note(host string, applied uint64, serving bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hosts[host]
@@ -87,11 +97,11 @@ func (p *progress) note(host string, applied uint64, now time.Time) {
 		h = &hostState{}
 		p.hosts[host] = h
 	}
-	h.heard = now
+	h.heard, h.serving = now, serving
 	if applied > h.applied {
 		h.applied = applied
 	}
-	if h.excluded && h.applied >= p.maxAppliedLocked(now) {
+	if h.excluded && h.applied >= p.maxAppliedLocked(now, "") {
 		h.excluded = false
 		p.cfg.Logger.Info("write log: host caught up: waited for again", zap.String("host", host), zap.Uint64("applied", h.applied))
 	}
@@ -100,11 +110,11 @@ func (p *progress) note(host string, applied uint64, now time.Time) {
 	p.changed = make(chan struct{})
 }
 
-// maxAppliedLocked is the highest sequence a live host applied.
-func (p *progress) maxAppliedLocked(now time.Time) uint64 {
+// maxAppliedLocked is the highest sequence a live host that serves applied, but not.
+func (p *progress) maxAppliedLocked(now time.Time, but string) uint64 {
 	var m uint64
-	for _, h := range p.hosts {
-		if now.Sub(h.heard) <= p.cfg.LiveWithin && h.applied > m {
+	for name, h := range p.hosts {
+		if name != but && h.serving && now.Sub(h.heard) <= p.cfg.LiveWithin && h.applied > m {
 			m = h.applied
 		}
 	}
@@ -119,10 +129,13 @@ func (p *progress) judgeLocked(now time.Time) {
 		p.serving, p.behindSince, p.why = false, time.Time{}, "this host applies nothing: no write owner follows the log here"
 		return
 	}
-	behind := self.applied < p.maxAppliedLocked(now)
+	behind := self.applied < p.maxAppliedLocked(now, p.self)
 	switch {
 	case !behind:
 		p.behindSince = time.Time{}
+		if !p.serving {
+			p.servingSince = now
+		}
 		p.serving, p.why = true, ""
 	case p.behindSince.IsZero():
 		p.behindSince = now
@@ -147,19 +160,38 @@ func (p *progress) stopReporting() {
 	p.mu.Unlock()
 }
 
-// applied records and reports what this process's applier applied.
+// applied records and reports what this process's applier applied, and whether the
+// host serves as judged with it.
 func (p *progress) applied(seq, pending uint64) {
+	nodeOK := p.nodeOK()
+	now := time.Now()
 	p.mu.Lock()
 	p.own, p.pending = seq, pending
+	self := p.hosts[p.self]
+	if self == nil {
+		self = &hostState{}
+		p.hosts[p.self] = self
+	}
+	self.heard = now
+	if seq > self.applied {
+		self.applied = seq
+	}
+	p.judgeLocked(now)
+	serving := p.serving && nodeOK
+	self.serving = serving
+	close(p.changed)
+	p.changed = make(chan struct{})
 	p.mu.Unlock()
-	p.note(p.self, seq, time.Now())
-	p.publish(seq, pending)
+	p.publish(seq, pending, serving)
 }
 
-func (p *progress) publish(seq, pending uint64) {
-	var b [16]byte
+func (p *progress) publish(seq, pending uint64, serving bool) {
+	var b [17]byte
 	binary.BigEndian.PutUint64(b[:], seq)
 	binary.BigEndian.PutUint64(b[8:], pending)
+	if serving {
+		b[16] = 1
+	}
 	p.nc.Publish(fleetspec.AppliedSubject+"."+p.self, b[:]) // an error: disconnected; the next report tells
 }
 
@@ -180,8 +212,7 @@ func (l *Log) reportLoop() {
 		reporting, seq, pending := p.reporting, p.own, p.pending
 		p.mu.Unlock()
 		if reporting {
-			p.note(p.self, seq, time.Now())
-			p.publish(seq, pending)
+			p.applied(seq, pending)
 			continue
 		}
 		p.mu.Lock()
@@ -190,8 +221,8 @@ func (l *Log) reportLoop() {
 	}
 }
 
-// WaitApplied returns once every live host that is waited for has applied seq (this
-// host's applier included), or ctx ends. A host still short of it WaitBound after the
+// WaitApplied returns once every live host that serves and is waited for has applied seq
+// (this host's applier included), or ctx ends. A host still short of it WaitBound after the
 // call began is no longer waited for (logged), until it reports it has caught up.
 func (l *Log) WaitApplied(ctx context.Context, seq uint64) error {
 	p := &l.prog
@@ -207,7 +238,7 @@ func (l *Log) WaitApplied(ctx context.Context, seq uint64) error {
 		p.mu.Lock()
 		ok := true
 		for name, h := range p.hosts {
-			if h.excluded || now.Sub(h.heard) > p.cfg.LiveWithin || h.applied >= seq {
+			if h.excluded || !h.serving || now.Sub(h.heard) > p.cfg.LiveWithin || h.applied >= seq {
 				continue
 			}
 			if now.Sub(start) >= p.cfg.WaitBound {
@@ -251,9 +282,19 @@ func (l *Log) Serving() string {
 	p := &l.prog
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.judgeLocked(time.Now())
+	now := time.Now()
+	p.judgeLocked(now)
+	if p.why == "" && now.Sub(p.servingSince) < announceFor {
+		// The writers learn that this host serves from its reports: only once they have
+		// heard it (and wait for it) may the balancer send it reads.
+		return "announcing to the fleet that this host serves"
+	}
 	return p.why
 }
+
+// announceFor is how long a host that has caught up waits before it takes traffic: two
+// reports' time, so that every writer has heard it serves and waits for it.
+const announceFor = 600 * time.Millisecond
 
 // HostApplied returns each host's last reported applied sequence (for tests and the
 // measurements).

@@ -57,7 +57,11 @@ type Config struct {
 	// Default 1 s.
 	AttemptTimeout time.Duration
 	// Heartbeat is the followed consumer's idle heartbeat: two missed ones and Follow
-	// creates the consumer again (on another node if its own died). Default 500 ms.
+	// creates the consumer again (on another node if its own died). Default 500 ms, the
+	// least nats.go allows: a consumer lives on one node, chosen by the log, so a node's
+	// stop or death stalls the appliers of the hosts whose consumer it held for about two
+	// heartbeats, which must stay well under LagBound (or every such host would leave the
+	// balancer).
 	Heartbeat time.Duration
 	// ReportEvery is how often this host repeats its applied sequence while nothing
 	// changes (how the others know it lives). Default 250 ms.
@@ -65,11 +69,13 @@ type Config struct {
 	// LiveWithin: a host not heard from for this long is not waited for. Default 1 s.
 	LiveWithin time.Duration
 	// WaitBound: a live host that has not applied a sequence this long after a write
-	// began waiting for it stops being waited for, until it has caught up. Default 1 s.
+	// began waiting for it stops being waited for, until it has caught up. Default 4 s:
+	// LagBound, then the balancer's checks (HAProxy's, each second, fall 2) to take the
+	// host out, so that a write acknowledged without a host is not read there.
 	WaitBound time.Duration
 	// LagBound: this host says it does not serve (Serving) once it has been behind
-	// another host's applied sequence for this long. Default 500 ms, under WaitBound, so
-	// that a lagging host leaves the balancer before the writers stop waiting for it.
+	// another serving host's applied sequence for this long. Default 2 s (above the
+	// stall of a consumer's loss, two heartbeats).
 	LagBound time.Duration
 }
 
@@ -93,10 +99,10 @@ func (c *Config) setDefaults() {
 		c.LiveWithin = time.Second
 	}
 	if c.WaitBound <= 0 {
-		c.WaitBound = time.Second
+		c.WaitBound = 4 * time.Second
 	}
 	if c.LagBound <= 0 {
-		c.LagBound = 500 * time.Millisecond
+		c.LagBound = 2 * time.Second
 	}
 }
 
@@ -114,6 +120,9 @@ type Log struct {
 
 	prog progress
 
+	movedMu sync.Mutex
+	moved   chan struct{} // closed and replaced at every reconnect (follow.go)
+
 	stop    chan struct{}
 	done    sync.WaitGroup
 	closeMu sync.Once
@@ -126,8 +135,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if len(cfg.Spec.Hosts) == 0 || cfg.Spec.SelfHost().Name == "" {
 		return nil, errors.New("open write log: the fleet's hosts and this host's name are required")
 	}
-	l := &Log{cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
+	l := &Log{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), moved: make(chan struct{})}
 	l.prog.init(cfg)
+	l.prog.nodeOK = func() bool { return l.local != nil && l.local.IsConnected() }
 	urls := cfg.Spec.ClientURLs()
 	common := []nats.Option{
 		nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
@@ -137,7 +147,13 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	var err error
 	l.nc, err = nats.Connect(joinURLs(urls), append(common, nats.Name(cfg.Name),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { l.log.Warn("write log: disconnected", zap.Error(err)) }),
-		nats.ReconnectHandler(func(c *nats.Conn) { l.log.Info("write log: connected", zap.String("node", c.ConnectedUrl())) }))...)
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			l.log.Info("write log: connected", zap.String("node", c.ConnectedUrl()))
+			l.movedMu.Lock()
+			close(l.moved)
+			l.moved = make(chan struct{})
+			l.movedMu.Unlock()
+		}))...)
 	if err != nil {
 		return nil, fmt.Errorf("open write log: %w", err)
 	}
