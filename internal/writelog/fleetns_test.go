@@ -381,8 +381,12 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	}
 	t.Cleanup(func() { hp.Stop() })
 	lb := "http://" + params.Listen
+	// waitUp waits until n hosts have been UP for 1.5 s in a row: a host that has just
+	// caught up is UP by its /health at once, and by its agent a stats round (a second)
+	// later, which may take it down for that second first.
 	waitUp := func(n int) {
 		t.Helper()
+		var since time.Time
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			ss, err := hp.Stat()
 			up := 0
@@ -391,7 +395,12 @@ func TestFleetBehindHAProxy(t *testing.T) {
 					up++
 				}
 			}
-			if err == nil && up >= n {
+			switch {
+			case err != nil || up < n:
+				since = time.Time{}
+			case since.IsZero():
+				since = time.Now()
+			case time.Since(since) >= 1500*time.Millisecond:
 				return
 			}
 			if time.Now().After(deadline) {
