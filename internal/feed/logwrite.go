@@ -120,7 +120,7 @@ type logWriter struct {
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapshotting atomic.Bool
-	hasSnap      atomic.Bool // the log holds a snapshot (known here)
+	hasSnap      atomic.Bool   // the log holds a snapshot (known here)
 	lastSnap     atomic.Uint64 // the latest snapshot's sequence known here
 
 	applied, appliedMsgs, undecided atomic.Uint64 // counters (LogStats)

@@ -61,7 +61,7 @@ type progress struct {
 	serving      bool      // caught up once and not lagging since
 	servingSince time.Time // when serving last became true
 	behindSince  time.Time // this host behind another since (zero: not behind)
-	why         string    // why not serving
+	why          string    // why not serving
 }
 
 func (p *progress) init(cfg Config) {
