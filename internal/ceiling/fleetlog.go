@@ -70,7 +70,7 @@ type FleetLogConfig struct {
 
 // FleetLogRun is one measured phase.
 type FleetLogRun struct {
-	Phase string `json:"phase"` // mix, likes, rate, reads, leader-kill, leader-stop, node-kill
+	Phase string `json:"phase"` // pairs, mix, likes, rate, reads, leader-kill, leader-stop, node-kill
 	Hosts int    `json:"hosts"`
 	Log   bool   `json:"log"`
 	Sync  string `json:"sync,omitempty"`
@@ -91,6 +91,10 @@ type FleetLogRun struct {
 	CPUPerReq float64            `json:"cpu_us_per_req,omitempty"` // the host's tree, its node excluded
 	NodeCPU   float64            `json:"node_cpu_us_per_req,omitempty"`
 	OutageS   float64            `json:"outage_s,omitempty"`
+	Stale     int                `json:"stale,omitempty"`
+	Pairs     int                `json:"pairs,omitempty"`
+	Repeated  int                `json:"repeated_likes,omitempty"`
+	Files     string             `json:"files,omitempty"` // "identical", or the digests that differ
 	Lost      int                `json:"acked_lost,omitempty"`
 	Reused    int                `json:"ids_reused,omitempty"`
 	Note      string             `json:"note,omitempty"`
@@ -119,6 +123,9 @@ func (r FleetLogRun) Line() string {
 		fmt.Fprintf(&b, " applier stalled %.2f s", r.OutageS)
 	} else if r.OutageS > 0 {
 		fmt.Fprintf(&b, " outage %.2f s, %d writes acknowledged: lost %d, ids reused %d", r.OutageS, r.Writes, r.Lost, r.Reused)
+	}
+	if r.Pairs > 0 {
+		fmt.Fprintf(&b, " %d of %d POST→GET pairs stale, ids reused %d, repeated likes accepted %d, files %s", r.Stale, r.Pairs, r.Reused, r.Repeated, r.Files)
 	}
 	if r.Note != "" {
 		b.WriteString(" — " + r.Note)
@@ -230,7 +237,7 @@ func (f *FleetLog) runFleet(ctx context.Context, round, n int, faults bool) erro
 		base.Sync = f.cfg.Sync
 	}
 	tok := newTokens(f.cfg.JWTSecret, f.users)
-	for _, phase := range []string{"mix", "likes", "rate", "reads"} {
+	for _, phase := range []string{"pairs", "mix", "likes", "rate", "reads"} {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

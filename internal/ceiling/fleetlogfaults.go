@@ -2,7 +2,10 @@ package ceiling
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -336,4 +339,106 @@ func (f *FleetLog) faults(ctx context.Context, fl *logFleet, tok *tokens, base F
 	r.Note = "host " + h.name + "'s log node killed -9: the longest its applier went without applying"
 	f.report(r)
 	return nil
+}
+
+// pairs is the issue's check as a measurement: 3 × 600 POST→GET pairs through round robin
+// (each GET sent after its POST's answer, on the balancer's next host), every id distinct,
+// 100 users each liking one post 3 times (one accepted as new), and the hosts' files
+// holding the same rows once every host has applied the same sequence.
+func (f *FleetLog) pairs(ctx context.Context, fl *logFleet, tok *tokens, r *FleetLogRun) error {
+	c := newLoadClient(1) // one connection: HAProxy's round robin takes each request to the next host
+	seen := map[int64]bool{}
+	for round := range 3 {
+		for i := range 600 {
+			user := int64(1 + (round*600+i)%int(f.users))
+			st, b, err := c.do(ctx, "POST", fl.lb+"/posts", tok.of(user), `{"body":"pair"}`)
+			if err != nil || st != 201 {
+				return fmt.Errorf("pair %d: POST: %d %s %v", i, st, b, err)
+			}
+			var p struct{ Post struct{ ID int64 } }
+			json.Unmarshal(b, &p)
+			if seen[p.Post.ID] {
+				r.Reused++
+			}
+			seen[p.Post.ID] = true
+			if st, _, err := c.do(ctx, "GET", fl.lb+"/posts/"+strconv.FormatInt(p.Post.ID, 10), "", ""); err != nil || st != 200 {
+				r.Stale++
+			}
+			r.Pairs++
+		}
+	}
+	post := int64(1)
+	for u := int64(1); u <= 100; u++ {
+		created := 0
+		for range 3 {
+			st, _, err := c.do(ctx, "POST", fl.lb+"/posts/"+strconv.FormatInt(post, 10)+"/like", tok.of(1000+u), "")
+			if err == nil && st == 201 {
+				created++
+			}
+		}
+		// A user who had liked post 1 in the seed already gets no 201: more than one is wrong.
+		r.Repeated += max(created-1, 0)
+	}
+	r.Files = f.sameFiles(ctx, fl)
+	return nil
+}
+
+// sameFiles waits until every host's file holds the same sequence, then compares their
+// rows; it says "identical" or what differs.
+func (f *FleetLog) sameFiles(ctx context.Context, fl *logFleet) string {
+	if len(fl.hosts) == 1 {
+		return "identical (one host)"
+	}
+	var last []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); sleepCtx(ctx, 500*time.Millisecond) {
+		set := map[string]bool{}
+		last = last[:0]
+		for _, h := range fl.hosts {
+			d, err := fileDigest(h.db)
+			if err != nil {
+				d = err.Error()
+			}
+			set[d] = true
+			last = append(last, h.name+" "+d)
+		}
+		if len(set) == 1 {
+			return "identical"
+		}
+	}
+	return "differ: " + strings.Join(last, "; ")
+}
+
+// fileDigest is a digest of the feed's rows and the sequence the file holds.
+func fileDigest(path string) (string, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	h := sha256.New()
+	for _, q := range []string{
+		`SELECT id, user_id, body, created_at FROM posts ORDER BY id`,
+		`SELECT user_id, post_id, created_at FROM likes ORDER BY user_id, post_id`,
+		`SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id), 0, 0`,
+	} {
+		rows, err := db.Query(q)
+		if err != nil {
+			return "", err
+		}
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return "", err
+			}
+			fmt.Fprintln(h, vals...)
+		}
+		rows.Close()
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }

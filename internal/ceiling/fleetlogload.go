@@ -255,6 +255,8 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 		if lag != nil {
 			r.LagP50, r.LagP99 = lag.stop()
 		}
+	case "pairs":
+		return f.pairs(ctx, fl, tok, r)
 	case "reads":
 		// One host's CPU per read, served directly (no balancer), its log node apart.
 		h := fl.hosts[0]
