@@ -89,15 +89,19 @@ type FleetLogRun struct {
 	LagP50    map[string]float64 `json:"lag_p50_ms,omitempty"` // per host: publish → applied
 	LagP99    map[string]float64 `json:"lag_p99_ms,omitempty"`
 	CPUPerReq float64            `json:"cpu_us_per_req,omitempty"` // the host's tree, its node excluded
-	NodeCPU   float64            `json:"node_cpu_us_per_req,omitempty"`
-	OutageS   float64            `json:"outage_s,omitempty"`
-	Stale     int                `json:"stale,omitempty"`
-	Pairs     int                `json:"pairs,omitempty"`
-	Repeated  int                `json:"repeated_likes,omitempty"`
-	Files     string             `json:"files,omitempty"` // "identical", or the digests that differ
-	Lost      int                `json:"acked_lost,omitempty"`
-	Reused    int                `json:"ids_reused,omitempty"`
-	Note      string             `json:"note,omitempty"`
+	// FleetCPUPerReq: every host's processes (log nodes included) per request through
+	// the balancer: what one request costs the whole fleet (HAProxy and the generator not
+	// counted).
+	FleetCPUPerReq float64 `json:"fleet_cpu_us_per_req,omitempty"`
+	NodeCPU        float64 `json:"node_cpu_us_per_req,omitempty"`
+	OutageS        float64 `json:"outage_s,omitempty"`
+	Stale          int     `json:"stale,omitempty"`
+	Pairs          int     `json:"pairs,omitempty"`
+	Repeated       int     `json:"repeated_likes,omitempty"`
+	Files          string  `json:"files,omitempty"` // "identical", or the digests that differ
+	Lost           int     `json:"acked_lost,omitempty"`
+	Reused         int     `json:"ids_reused,omitempty"`
+	Note           string  `json:"note,omitempty"`
 }
 
 // Line is the run in one line for a terminal.
@@ -115,6 +119,9 @@ func (r FleetLogRun) Line() string {
 	}
 	for h, v := range r.LagP50 {
 		fmt.Fprintf(&b, " lag[%s] %.2f/%.2f", h, v, r.LagP99[h])
+	}
+	if r.FleetCPUPerReq > 0 {
+		fmt.Fprintf(&b, " fleet cpu %.0f µs/req", r.FleetCPUPerReq)
 	}
 	if r.CPUPerReq > 0 {
 		fmt.Fprintf(&b, " cpu %.1f µs/req (node %.1f)", r.CPUPerReq, r.NodeCPU)

@@ -144,7 +144,7 @@ func (f *FleetLog) likeRequest(r *rand.Rand) request {
 
 // closedLoop runs conns clients, each sending its next request when the last is answered,
 // for d after warmup, against url; it returns the tally of the measured part.
-func (f *FleetLog) closedLoop(ctx context.Context, url string, conns int, tok *tokens, next func(*rand.Rand) request, warmup, d time.Duration) (*tally, time.Duration) {
+func (f *FleetLog) closedLoop(ctx context.Context, url string, conns int, tok *tokens, next func(*rand.Rand) request, warmup, d time.Duration, w *cpuWindow) (*tally, time.Duration) {
 	c := newLoadClient(conns)
 	t := newTally()
 	var measuring atomic.Bool
@@ -174,10 +174,12 @@ func (f *FleetLog) closedLoop(ctx context.Context, url string, conns int, tok *t
 	}
 	sleepCtx(ctx, warmup)
 	measuring.Store(true)
+	w.begin()
 	began := time.Now()
 	sleepCtx(ctx, d)
 	measuring.Store(false)
 	took := time.Since(began)
+	w.end()
 	cancel()
 	wg.Wait()
 	return t, took
@@ -185,7 +187,7 @@ func (f *FleetLog) closedLoop(ctx context.Context, url string, conns int, tok *t
 
 // openLoop sends rate requests per second (spread evenly, each on its own goroutine, so a
 // slow answer does not delay the next: latency includes any queueing at the server).
-func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *tokens, next func(*rand.Rand) request, warmup, d time.Duration) (*tally, time.Duration) {
+func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *tokens, next func(*rand.Rand) request, warmup, d time.Duration, w *cpuWindow) (*tally, time.Duration) {
 	c := newLoadClient(512)
 	t := newTally()
 	r := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
@@ -193,10 +195,15 @@ func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *toke
 	var wg sync.WaitGroup
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
+	begun := false
 	for i := 0; ; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if at.After(end) || ctx.Err() != nil {
 			break
+		}
+		if !begun && at.After(measureFrom) {
+			w.begin()
+			begun = true
 		}
 		if w := time.Until(at); w > 0 {
 			time.Sleep(w)
@@ -215,8 +222,37 @@ func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *toke
 			t.record(q.write, time.Since(at)) // from when it was due: open loop
 		})
 	}
+	w.end() // before the last answers: a window a little short, not one with idle time in it
 	wg.Wait()
 	return t, d
+}
+
+// cpuWindow reads the CPU time of every host's processes (their log nodes included) at the
+// start and the end of a measured window: the fleet's CPU per request.
+type cpuWindow struct {
+	hosts      []*logHost
+	start, cpu time.Duration
+}
+
+func (w *cpuWindow) total() time.Duration {
+	var sum time.Duration
+	for _, h := range w.hosts {
+		all, _ := hostCPU(h)
+		sum += all
+	}
+	return sum
+}
+
+func (w *cpuWindow) begin() {
+	if w != nil {
+		w.start = w.total()
+	}
+}
+
+func (w *cpuWindow) end() {
+	if w != nil {
+		w.cpu = w.total() - w.start
+	}
 }
 
 // phase runs one of mix, likes, rate, reads into r.
@@ -234,13 +270,21 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 			r.WriteP50, r.WriteP99, r.WriteMax = ms(t.writes.ValueAtQuantile(50)), ms(t.writes.ValueAtQuantile(99)), ms(t.writes.Max())
 		}
 	}
+	w := &cpuWindow{hosts: fl.hosts}
+	fleetCPU := func() {
+		if r.Requests > 0 {
+			r.FleetCPUPerReq = float64(w.cpu) / 1e3 / float64(r.Requests)
+		}
+	}
 	switch r.Phase {
 	case "mix":
-		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.mixRequest, f.cfg.Warmup, f.cfg.Duration)
+		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.mixRequest, f.cfg.Warmup, f.cfg.Duration, w)
 		fill(t, took)
+		fleetCPU()
 	case "likes":
-		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.likeRequest, f.cfg.Warmup, f.cfg.Duration)
+		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.likeRequest, f.cfg.Warmup, f.cfg.Duration, w)
 		fill(t, took)
+		fleetCPU()
 	case "rate":
 		var lag *lagMeter
 		if fl.log {
@@ -249,8 +293,9 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 				return err
 			}
 		}
-		t, took := f.openLoop(ctx, fl.lb, f.cfg.Rate, tok, f.likeRequest, f.cfg.Warmup, f.cfg.Duration)
+		t, took := f.openLoop(ctx, fl.lb, f.cfg.Rate, tok, f.likeRequest, f.cfg.Warmup, f.cfg.Duration, w)
 		fill(t, took)
+		fleetCPU()
 		r.Note = fmt.Sprintf("open loop at %d likes/s", f.cfg.Rate)
 		if lag != nil {
 			r.LagP50, r.LagP99 = lag.stop()
@@ -264,7 +309,7 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 		read := func(rr *rand.Rand) request {
 			return request{method: "GET", path: "/posts/" + strconv.FormatInt(1+rr.Int64N(f.posts), 10)}
 		}
-		t, took := f.closedLoop(ctx, h.url(), f.cfg.Conns, tok, read, 0, f.cfg.Duration)
+		t, took := f.closedLoop(ctx, h.url(), f.cfg.Conns, tok, read, 0, f.cfg.Duration, nil)
 		all1, node1 := hostCPU(h)
 		fill(t, took)
 		if n := float64(t.nr.Load()); n > 0 {

@@ -130,6 +130,7 @@ type logWriter struct {
 type applier struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	locked chan struct{} // closed once it holds the host's apply lock
 }
 
 func newLogWriter(s *Store, opts Options) *logWriter {
@@ -148,10 +149,29 @@ func newLogWriter(s *Store, opts Options) *logWriter {
 	return w
 }
 
-// publish is the batcher's commit in fleet mode: it owns batch's ops from here on.
+// publish is the batcher's commit in fleet mode: it owns batch's ops from here on. It
+// publishes only once this process's applier holds the host's apply lock: the results of
+// a message come from the apply of the process that published it, so a new owner must not
+// publish while the previous one may still apply (it hands the lock over as it closes,
+// once its own published batches are answered: milliseconds).
 func (w *logWriter) publish(batch []*op) {
-	id := w.prefix + strconv.FormatUint(w.n.Add(1), 10)
 	now := time.Now()
+	w.mu.Lock()
+	a := w.applier
+	w.mu.Unlock()
+	var locked <-chan struct{}
+	if a != nil {
+		locked = a.locked
+	}
+	wait := time.NewTimer(w.timeout)
+	select {
+	case <-locked:
+		wait.Stop()
+	case <-wait.C:
+		w.fail(&pendingBatch{ops: slices.Clone(batch)}, fmt.Errorf("%w: this process does not apply the log (no apply lock)", ErrLogUndecided))
+		return
+	}
+	id := w.prefix + strconv.FormatUint(w.n.Add(1), 10)
 	w.buf = appendIntents(w.buf[:0], batch, now)
 	pb := &pendingBatch{ops: slices.Clone(batch), since: now}
 	w.mu.Lock()
@@ -250,15 +270,15 @@ func (w *logWriter) onRole(role string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &applier{cancel: cancel, done: make(chan struct{})}
+	a := &applier{cancel: cancel, done: make(chan struct{}), locked: make(chan struct{})}
 	w.applier = a
-	go w.follow(ctx, a.done)
+	go w.follow(ctx, a)
 }
 
 // follow is the applier: it takes the host's apply lock, then follows the log from the
 // file's position until ctx ends, starting again after a failure.
-func (w *logWriter) follow(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (w *logWriter) follow(ctx context.Context, a *applier) {
+	defer close(a.done)
 	unlock, err := lockFile(ctx, w.lockPath)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -267,6 +287,7 @@ func (w *logWriter) follow(ctx context.Context, done chan struct{}) {
 		return
 	}
 	defer unlock()
+	close(a.locked)
 	if seq, err := w.log.SnapshotSeq(ctx); err == nil {
 		w.lastSnap.Store(seq)
 		w.hasSnap.Store(true)

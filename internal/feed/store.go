@@ -368,6 +368,11 @@ func (s *Store) useWAL(c *sqlitec.Conn) error {
 // it when it starts to drain, so that the processes that stay find their new owner while
 // this one still answers, not when it exits. Close does it too.
 func (s *Store) HandOverWrites() {
+	if s.flog != nil {
+		// In a fleet the owner publishes and applies: it keeps both until Close, which
+		// answers what it was sent and published, then hands over both.
+		return
+	}
 	if s.node != nil {
 		s.node.Close()
 	}
