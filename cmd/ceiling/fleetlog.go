@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/onehost/onehost/internal/ceiling"
@@ -35,6 +36,7 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 	out := fs.String("out", "results", "results directory: fleetlog/runs.jsonl")
 	work := fs.String("work", "", "scratch directory for the hosts' files (default a temporary one, removed)")
 	haTmpl := fs.String("haproxy-template", "configs/haproxy/haproxy.cfg", "HAProxy's template")
+	phases := fs.String("phases", "pairs,mix,likes,rate,reads", "the phases to run on each fleet (none: \"\", with -faults for the outages alone)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,9 +65,13 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 	}
 	defer jsonl.Close()
 	absBin, _ := filepath.Abs(*bin)
+	ph := []string{}
+	if *phases != "" {
+		ph = strings.Split(*phases, ",")
+	}
 	fl, err := ceiling.NewFleetLog(ceiling.FleetLogConfig{
 		Bin: absBin, SeedDB: *seed, HAProxyTemplate: tmpl, Hosts: hs, N: *n, Conns: *conns,
-		Duration: *d, Warmup: *warmup, Rate: *rate, Repeat: *repeat, Faults: *faults, Sync: *sync, WorkDir: scratch,
+		Duration: *d, Warmup: *warmup, Rate: *rate, Repeat: *repeat, Faults: *faults, Sync: *sync, WorkDir: scratch, Phases: ph,
 		Report: func(r ceiling.FleetLogRun) {
 			fmt.Fprintln(stdout, r.Line())
 			b, _ := json.Marshal(r)

@@ -58,6 +58,8 @@ type FleetLogConfig struct {
 	Repeat int
 	// Faults runs the outages at the largest H (3 at least).
 	Faults bool
+	// Phases are the phases to run, of pairs, mix, likes, rate, reads; default all.
+	Phases []string
 	// Sync is the fleet's -fleet-sync ("" or "always").
 	Sync string
 	// WorkDir holds the hosts' files; required.
@@ -160,6 +162,16 @@ func NewFleetLog(cfg FleetLogConfig) (*FleetLog, error) {
 	if cfg.Hosts == nil {
 		cfg.Hosts = []int{1, 2, 3}
 	}
+	if cfg.Phases == nil {
+		cfg.Phases = []string{"pairs", "mix", "likes", "rate", "reads"}
+	}
+	for _, p := range cfg.Phases {
+		switch p {
+		case "pairs", "mix", "likes", "rate", "reads":
+		default:
+			return nil, fmt.Errorf("fleet log config: phase %q: want pairs, mix, likes, rate or reads", p)
+		}
+	}
 	if cfg.N <= 0 {
 		cfg.N = 1
 	}
@@ -244,7 +256,7 @@ func (f *FleetLog) runFleet(ctx context.Context, round, n int, faults bool) erro
 		base.Sync = f.cfg.Sync
 	}
 	tok := newTokens(f.cfg.JWTSecret, f.users)
-	for _, phase := range []string{"pairs", "mix", "likes", "rate", "reads"} {
+	for _, phase := range f.cfg.Phases {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -5,11 +5,13 @@
 // creation wins, the others find them), replicated on min(3, hosts) hosts.
 //
 // A planned stop (Stop: SIGTERM from the supervisor, `supervisor kill`, reload or upgrade)
-// first hands away every raft group this node leads (the stream's, the meta group's, the
-// bucket's) and waits for another node to take each, so that writes pause for a step-down
-// (~0.3 s) rather than for an election after a silent leader (4-9 s: nats-server's
-// election timeouts are constants in its raft.go, not settings). A node killed -9 gives the
-// others that election.
+// first hands away the streams this node leads (the write log's, the snapshot bucket's:
+// the JetStream API's step-down) and waits for another node to take each, then enters lame
+// duck mode, which hands over every other raft group it leads (the meta group's, which a
+// client of the global account may not step down) and closes the clients over a second;
+// so writes pause for a step-down (~0.1-0.3 s) rather than for an election after a silent
+// leader (4-9 s: nats-server's election timeouts are constants in its raft.go, not
+// settings). A node killed -9 gives the others that election.
 //
 // Files: lognode.go holds Config, Start and the node's life; ensure.go creates the stream
 // and the bucket; zaplog.go passes nats-server's log lines to zap.

@@ -80,7 +80,7 @@ func (l *Log) followFrom(ctx context.Context, next *uint64, apply func([]Msg) er
 	l.movedMu.Lock()
 	moved := l.moved
 	l.movedMu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	cons, err := l.js.CreateConsumer(cctx, fleetspec.Stream, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       *next,
@@ -91,7 +91,11 @@ func (l *Log) followFrom(ctx context.Context, next *uint64, apply func([]Msg) er
 	})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("create consumer: %w", err)
+		// Making a consumer needs the log's meta group to have a leader, which it has not
+		// for 4-9 s after its leader's node died (an election): read by sequence from any
+		// replica meanwhile (direct gets need no leader), then try a consumer again.
+		l.log.Warn("write log: no consumer now: reading by sequence meanwhile", zap.Uint64("from", *next), zap.Error(err))
+		return l.followDirect(ctx, next, apply, 2*time.Second)
 	}
 	defer func() {
 		// Best effort: the inactivity threshold removes it anyway.

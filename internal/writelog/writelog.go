@@ -26,8 +26,8 @@
 // state says whether that node lives.
 //
 // Files: writelog.go holds Config, Open, Close and Publish; follow.go the ordered reading;
-// progress.go the applied reports, WaitApplied and Serving; snapshot.go the snapshots and
-// the purge.
+// direct.go the reading by sequence while no consumer can be made; progress.go the applied
+// reports, WaitApplied and Serving; snapshot.go the snapshots and the purge.
 package writelog
 
 import (
@@ -54,7 +54,9 @@ type Config struct {
 	Name string
 
 	// AttemptTimeout bounds one try of a publish; the next try sends the same message id.
-	// Default 1 s.
+	// Default 250 ms: an ack lost when the stream's leader changes (a planned step-down
+	// loses the acks in flight) costs a write this much; a try that is only slow is sent
+	// again and stored once.
 	AttemptTimeout time.Duration
 	// Heartbeat is the followed consumer's idle heartbeat: two missed ones and Follow
 	// creates the consumer again (on another node if its own died). Default 500 ms, the
@@ -87,7 +89,7 @@ func (c *Config) setDefaults() {
 		c.Name = "writelog"
 	}
 	if c.AttemptTimeout <= 0 {
-		c.AttemptTimeout = time.Second
+		c.AttemptTimeout = 250 * time.Millisecond
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 500 * time.Millisecond
