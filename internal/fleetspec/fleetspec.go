@@ -280,6 +280,10 @@ const (
 	// AppliedSubject prefixes each host's reports of what it has applied
 	// (AppliedSubject + "." + host name): plain NATS, not stored.
 	AppliedSubject = "onehost.applied"
+	// LeavingSubject prefixes the notice a log node sends as its planned stop begins
+	// (LeavingSubject + "." + host name): its host's applier reports at once that the host
+	// does not serve, so that writes stop waiting for it before it goes silent.
+	LeavingSubject = "onehost.leaving"
 	// SnapshotBucket is the JetStream object store that holds the latest snapshot of the
 	// database, from which a new host starts.
 	SnapshotBucket = "onehost-snapshots"

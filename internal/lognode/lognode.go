@@ -147,6 +147,11 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.stop()
 	n.done.Wait()
 	began := time.Now()
+	// This host's applier says at once that the host does not serve (the writers stop
+	// waiting for it) rather than when its reports stop.
+	if err := n.nc.Publish(fleetspec.LeavingSubject+"."+n.cfg.Spec.Self, nil); err == nil {
+		n.nc.FlushTimeout(time.Second)
+	}
 	moved, err := n.stepDown(ctx)
 	if moved > 0 || err != nil {
 		n.log.Info("log node stepped down", zap.Int("groups", moved), zap.Duration("took", time.Since(began)), zap.Error(err))

@@ -154,6 +154,16 @@ func (p *progress) startReporting(applied uint64) {
 	p.applied(applied, 0)
 }
 
+// reportNow sends this host's report at once, if this process reports.
+func (p *progress) reportNow() {
+	p.mu.Lock()
+	reporting, seq, pending := p.reporting, p.own, p.pending
+	p.mu.Unlock()
+	if reporting {
+		p.applied(seq, pending)
+	}
+}
+
 func (p *progress) stopReporting() {
 	p.mu.Lock()
 	p.reporting = false
@@ -274,6 +284,8 @@ func (l *Log) WaitApplied(ctx context.Context, seq uint64) error {
 // started, or its apply has lagged another host's for LagBound.
 func (l *Log) Serving() string {
 	switch {
+	case l.leaving.Load():
+		return "this host's log node is stopping"
 	case !l.local.IsConnected():
 		return "this host's log node does not answer"
 	case !l.nc.IsConnected():

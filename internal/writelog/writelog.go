@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,6 +126,10 @@ type Log struct {
 	movedMu sync.Mutex
 	moved   chan struct{} // closed and replaced at every reconnect (follow.go)
 
+	// leaving: this host's node said its planned stop has begun (fleetspec.LeavingSubject);
+	// cleared when the local connection reaches a node again.
+	leaving atomic.Bool
+
 	stop    chan struct{}
 	done    sync.WaitGroup
 	closeMu sync.Once
@@ -139,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	l := &Log{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), moved: make(chan struct{})}
 	l.prog.init(cfg)
-	l.prog.nodeOK = func() bool { return l.local != nil && l.local.IsConnected() }
+	l.prog.nodeOK = func() bool { return l.local != nil && l.local.IsConnected() && !l.leaving.Load() }
 	urls := cfg.Spec.ClientURLs()
 	common := []nats.Option{
 		nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond),
@@ -161,7 +166,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	// Its own node alone: not the others that node tells of (what Serving asks is
 	// whether this host's node lives).
-	l.local, err = nats.Connect(urls[0], append(common, nats.Name(cfg.Name+" local"), nats.IgnoreDiscoveredServers())...)
+	l.local, err = nats.Connect(urls[0], append(common, nats.Name(cfg.Name+" local"), nats.IgnoreDiscoveredServers(),
+		nats.ReconnectHandler(func(*nats.Conn) { l.leaving.Store(false) }))...)
 	if err != nil {
 		l.nc.Close()
 		return nil, fmt.Errorf("open write log: %w", err)
@@ -179,6 +185,14 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("open write log: %w", err)
 	}
 	if err := l.prog.subscribe(l.nc); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open write log: %w", err)
+	}
+	if _, err := l.nc.Subscribe(fleetspec.LeavingSubject+"."+cfg.Spec.Self, func(*nats.Msg) {
+		l.leaving.Store(true)
+		l.log.Info("write log: this host's node is stopping: the host does not serve")
+		l.prog.reportNow()
+	}); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("open write log: %w", err)
 	}
