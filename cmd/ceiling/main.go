@@ -74,6 +74,8 @@ const usage = `usage:
   ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
                 [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
   ceiling fleet -replot DIR/fleet/ceiling.json   (draw a fleet's plots again)
+  ceiling fleet -log [-hosts 1,2,3] [-rate 2000] [-repeat 3] [-faults] [-sync always] [-phases ...]
+                (root: one database for the fleet, the write log measured; docs/fleet.md)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)
   ceiling version|--version
 Run 'ceiling COMMAND -h' for a command's flags.`
