@@ -16,11 +16,17 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/fleetspec"
@@ -114,5 +120,44 @@ func (l logFlags) withLogNode(specs []cluster.App, exe string) ([]cluster.App, s
 	if err := node.Config.Validate(); err != nil {
 		return nil, "", fmt.Errorf("app %s: %w", logNodeApp, err)
 	}
+	reapOnce.Do(func() { reapPreviousNode(spec.Dir) })
 	return append(specs, node), spec.Warning(), nil
+}
+
+var reapOnce sync.Once
+
+// reapPreviousNode: after an upgrade in place, the previous image's log node is still this
+// process's child (it outlived the exec); the node this image starts stops it (cmd/lognode's
+// take-over), and nobody else would wait for it: a goroutine here does, for that pid alone
+// (waiting on one pid takes no other child's status from os/exec).
+func reapPreviousNode(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "lognode.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return
+	}
+	// The fields after the command's closing parenthesis: state, then the parent's pid.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+		return
+	}
+	go func() { // ends when the previous node has exited
+		var ws unix.WaitStatus
+		for {
+			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+				return
+			}
+		}
+	}()
 }
