@@ -99,15 +99,32 @@ func TestNodesCreateTheLog(t *testing.T) {
 		t.Fatalf("planned stop of the leader %s: %v", leader, err)
 	}
 	t.Logf("the leader's planned stop took %v", time.Since(began))
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		info, err = st.Info(ctx)
+	// A fresh client of the two nodes left (the first one's connection may still be
+	// moving off the stopped node).
+	rest := ""
+	for _, h := range hosts {
+		if h.Name != leader {
+			rest += h.ClientURL() + ","
+		}
+	}
+	nc2, err := nats.Connect(rest, nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	js2, _ := jetstream.New(nc2)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st2, err := js2.Stream(rctx, fleetspec.Stream)
+		if err == nil {
+			info, err = st2.Info(rctx)
+		}
+		rcancel()
 		if err == nil && info.Cluster.Leader != "" && info.Cluster.Leader != leader {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no other leader 30 s after %s stepped down: %v %+v", leader, err, info)
+			t.Fatalf("no other leader 60 s after %s stepped down: %v", leader, err)
 		}
 	}
 	if info.State.Msgs != 1 {
