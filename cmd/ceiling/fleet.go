@@ -23,6 +23,9 @@ import (
 // the flags (parseFleetFlags, resolve), what the run needs from the machine (setup), the
 // scratch and results directories, the fleet's run, and its results (writeFleetResults).
 func runFleet(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-log" || args[0] == "--log") { // one database for the fleet (fleetlog.go)
+		return runFleetLog(ctx, args[1:], getenv, stdout, stderr)
+	}
 	f, err := parseFleetFlags(args, getenv, stderr)
 	if err != nil {
 		return err

@@ -77,6 +77,8 @@ const usage = `usage:
   ceiling fleet [-hosts 1,2] [-n 1] [-balancers haproxy,nftables,none] [-host-quota 0.4] [-host-cpus 0]
                 [-balancer-cpus 1] [-gen-cpus 1] [-workloads hello,static,heavy,feed] [-repeat 3] ...   (root; docs/fleet.md)
   ceiling fleet -replot DIR/fleet/ceiling.json   (draw a fleet's plots again)
+  ceiling fleet -log [-hosts 1,2,3] [-rate 2000] [-repeat 3] [-faults] [-sync always] [-phases ...]
+                (root: one database for the fleet, the write log measured; docs/fleet.md)
   ceiling fleet-config [-balancer haproxy|nft] -host NAME=HOST:PORT -host ... [-listen :80] [-agent-port 9777] [-check] [-o FILE]
                 (your hosts' haproxy.cfg or nftables ruleset, printed; docs/fleet.md)
   ceiling pin -cpus LIST [-cgroup DIR] -- COMMAND [ARGS...]   (run COMMAND on those cores, like taskset)

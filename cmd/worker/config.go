@@ -13,12 +13,14 @@ import (
 
 	"github.com/onehost/onehost/internal/contentcoding"
 	"github.com/onehost/onehost/internal/feed"
+	"github.com/onehost/onehost/internal/fleetspec"
 	"github.com/onehost/onehost/internal/http1"
 	"github.com/onehost/onehost/internal/ipc"
 )
 
 // serveConfig is everything runServe needs, parsed from flags and environment.
 type serveConfig struct {
+	fleet        *fleetspec.Spec // ONEHOST_FLEET...: the fleet's write log (fleet.go); nil alone
 	db           string
 	products     string // the products database of the workload routes (routes.go)
 	secret       string
@@ -84,6 +86,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if err := c.parseStore(raw); err != nil {
+		return c, err
+	}
+	if err := c.parseFleet(getenv); err != nil {
 		return c, err
 	}
 	cc, err := parseCompress(*raw.compress, *raw.compressRoutes, *raw.compressMin)

@@ -68,8 +68,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	defer closeWorkloads()
+	defer closeWorkloads() // the workloads, the store (Close again is a no-op) and a fleet's log
 
 	ln, err := listenChecked(cfg, log)
 	if err != nil {
@@ -215,17 +214,30 @@ func startWaitProfiles(blockPath, mutexPath, tracePath string, log *zap.Logger) 
 func openHandler(ctx context.Context, cfg serveConfig, log *zap.Logger) (*feed.Store, http1.Handler, func() error, error) {
 	opts := cfg.store
 	opts.Logger = log
+	closeLog := func() error { return nil }
+	if cfg.fleet != nil {
+		l, err := openFleetLog(ctx, cfg, log)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		opts.Log, closeLog = l, l.Close
+	}
 	store, err := feed.Open(ctx, cfg.db, opts)
 	if err != nil {
+		closeLog()
 		return nil, nil, nil, err
 	}
 	handler, closeWorkloads, err := openWorkloads(ctx, cfg.products,
 		feed.NewHandler(feed.HandlerConfig{Store: store, Secret: []byte(cfg.secret), Logger: log}), cfg.compress, log)
 	if err != nil {
 		store.Close()
+		closeLog()
 		return nil, nil, nil, err
 	}
-	return store, handler, closeWorkloads, nil
+	// The log closes after the Store, which still applies what it published as it closes
+	// (runServe's defers run closeWorkloads, then store.Close, then the log's).
+	closeAll := func() error { return errors.Join(closeWorkloads(), store.Close(), closeLog()) }
+	return store, handler, closeAll, nil
 }
 
 // listenChecked listens (listen) and checks the secret against the socket itself, bound or
@@ -272,7 +284,7 @@ func (w supervised) serveSupervisor(ctx context.Context, sup *ipc.Conn, probe *h
 		report, _ := json.Marshal(writepath.Report{WritePath: &wp}) // counters and slices of them: cannot fail
 		return ipc.Msg{PID: os.Getpid(), Requests: st.Requests, Accepted: st.Accepted,
 			Connections: st.Connections, LoopConnections: st.LoopConnections,
-			Healthy: healthy, Error: why, Role: store.WriteRole(), Report: report}
+			Healthy: healthy, Error: why, Role: store.WriteRole(), Report: report, NotServing: store.Serving()}
 	}
 	// The supervisor's `drain` (the host leaving its balancer) turns keep-alive off,
 	// `ready` back on: the worker serves on throughout.

@@ -31,6 +31,10 @@ type Source struct {
 	Name string
 	// Ours is our worker binary: the command of an app that names none.
 	Ours string
+	// Fleet is -fleet's host list and the rest (lognode.go), over the configuration's
+	// fleet:; LogNode the log node's binary it runs then.
+	Fleet   cluster.FleetConfig
+	LogNode string
 }
 
 // Load reads what to run and applies the overrides, then validates each app: at start,
@@ -44,7 +48,7 @@ func (src Source) Load() ([]cluster.App, error) {
 	if err := src.override(specs); err != nil {
 		return nil, err
 	}
-	return specs, nil
+	return src.withLogNode(specs)
 }
 
 // read reads the configuration: one unnamed app, or an ecosystem file's apps (the one

@@ -21,7 +21,10 @@
 // which modes are peers and finds their programs; peerstart.go starts and stops them (PM2,
 // nginx); peercompare.go compares our cluster with them. The fleet: fleet.go holds its
 // configuration and the loop over sizes and balancers; fleetmeasure.go measures one fleet
-// run; fleetreport.go and fleetplots.go summarise and draw the results.
+// run; fleetreport.go and fleetplots.go summarise and draw the results. One database for
+// the fleet (`ceiling fleet -log`): fleetlog.go starts the hosts with their write log and
+// runs the phases, fleetlogload.go is its load and histograms, fleetlogfaults.go its lag,
+// its faults and its pairs check.
 //
 // Non-goals: a load generator of its own (it drives bin/autocannon or wrk), statistical
 // rigour beyond one run per cell (the sweep is a map of where the ceiling lies, and each

@@ -149,6 +149,9 @@ type Config struct {
 	// weight, drain, down: cmd/supervisor's agent). It is the supervisor's, not a cluster's:
 	// `supervisor run -agent` sets it too. Default: none.
 	Agent string `yaml:"agent"`
+	// Fleet makes this host one of a fleet sharing one database (fleetconfig.go). It is the
+	// supervisor's, not a cluster's. Default: none.
+	Fleet FleetConfig `yaml:"fleet"`
 }
 
 // Defaults.

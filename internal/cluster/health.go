@@ -105,6 +105,16 @@ func (s *Supervisor) message(p *proc, m ipc.Msg) {
 			p.log.Info("worker's role changed", zap.String("role", m.Role), zap.String("was", p.role))
 			p.role = m.Role
 		}
+		if m.NotServing != p.serve.notServing && p.state == StateOnline {
+			// The worker's own word, for a worker that speaks ipc (checkServing judges
+			// only those that do not): logged on change, as the health below.
+			if m.NotServing != "" {
+				p.log.Warn("worker says it must not be sent traffic: status shows it not-serving", zap.String("why", m.NotServing))
+			} else {
+				p.log.Info("worker takes traffic again")
+			}
+			p.serve.notServing = m.NotServing
+		}
 		if h, why := healthOf(m); h != "" && (h != p.health || why != p.healthErr) {
 			// Log changes only, as the worker does.
 			if h == HealthUnhealthy {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/onehost/onehost/internal/applog"
+	"github.com/onehost/onehost/internal/appspec"
 	"github.com/onehost/onehost/internal/registry"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -60,7 +61,7 @@ func (u *upgrader) check(bin string) (string, error) {
 	// Each app's cluster read once (Clusters): a `stop APP` between two reads once made
 	// the second nil, a panic in the main loop on the SIGUSR2 path.
 	for _, c := range u.reg.Clusters() {
-		if c.Sup == nil {
+		if c.Sup == nil || c.Name == appspec.LogNodeApp { // the log node outlives the exec (appspec/lognode.go)
 			continue
 		}
 		if err := c.Sup.CanRejoin(); err != nil || c.Config.Fork() {

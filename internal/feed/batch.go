@@ -92,6 +92,9 @@ type batcher struct {
 	max    int
 	// lock, when set, is held around each transaction (design 2's flock, WritesFlock).
 	lock func() (unlock func(), err error)
+	// publish, when set (a fleet's write log, logwrite.go), takes each batch instead of a
+	// commit here, and answers its ops once they are applied from the log.
+	publish func(batch []*op)
 
 	mu      sync.Mutex
 	queue   []*op
@@ -207,6 +210,13 @@ func (b *batcher) run() {
 			clear(b.queue[rest:])
 			b.queue = b.queue[:rest]
 			b.mu.Unlock()
+			if b.publish != nil {
+				b.publish(batch)
+				b.batches.Add(1)
+				b.written.Add(uint64(k))
+				clear(batch)
+				continue
+			}
 			began := writepath.Now()
 			b.commit(batch)
 			b.s.noteCommit()

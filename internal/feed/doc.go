@@ -17,7 +17,10 @@
 // writes (CreatePost, Like); retry.go waits out SQLITE_BUSY; mmap.go switches the read
 // connections between mmap and pread with the process's write role; checkpoint.go is the
 // checkpointer; batch.go and forward.go are the group commit and its forwarding; handler.go
-// and body.go the HTTP side.
+// and body.go the HTTP side. With Options.Log the file is one host's copy of a fleet's
+// database: logwrite.go publishes the owner's batches to the fleet's write log and answers
+// them once applied, logapply.go applies the log in its order (the intents' format, the
+// sequence in the header), logsnap.go takes the snapshots and restores a new host's file.
 //
 // Non-goals: anything beyond the five endpoints of the contract.
 package feed

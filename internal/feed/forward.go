@@ -16,6 +16,7 @@ package feed
 //	         'o' id(8) created_at...         a post done
 //	         'n'                             the post does not exist (404)
 //	         'm'                             the owner's path names another file (ErrFileMoved)
+//	         'u'                             the fleet's log did not take it in time (ErrLogUndecided)
 //	         'e' message...                  failed (500)
 //
 // Integers are big endian.
@@ -24,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/writepath"
@@ -34,6 +36,7 @@ const (
 	ansOK       = 'o'
 	ansNotFound = 'n'
 	ansMoved    = 'm'
+	ansLogLate  = 'u'
 	ansFailed   = 'e'
 )
 
@@ -44,7 +47,8 @@ var errMalformed = errors.New("malformed write message")
 // result.
 func (s *Store) exec(o *op) {
 	start := writepath.Now()
-	if s.node != nil {
+	began := time.Now()
+	for s.node != nil {
 		o.wire = appendRequest(o.wire[:0], o)
 		ans, err := s.node.Forward(o.wire, o.wire[len(o.wire):])
 		switch {
@@ -56,6 +60,14 @@ func (s *Store) exec(o *op) {
 			return
 		case !errors.Is(err, owner.ErrNoOwner):
 			o.err = err // undecided: ErrOwnerLost or ErrOwnerTimeout
+			s.wp.Write(start, true)
+			return
+		}
+		// In a fleet only the owner publishes (and applies): a follower waits for one.
+		if s.flog == nil || s.node.Role() == owner.RoleOwner {
+			break
+		}
+		if s.flog.waitForOwner(o, began) {
 			s.wp.Write(start, true)
 			return
 		}
@@ -122,6 +134,8 @@ func appendAnswer(dst []byte, o *op) []byte {
 		return append(dst, ansNotFound)
 	case errors.Is(o.err, ErrFileMoved):
 		return append(dst, ansMoved)
+	case errors.Is(o.err, ErrLogUndecided):
+		return append(dst, ansLogLate)
 	case o.err != nil:
 		return append(append(dst, ansFailed), o.err.Error()...)
 	case o.kind == opLike:
@@ -148,6 +162,9 @@ func decodeAnswer(b []byte, o *op) error {
 		return nil
 	case ansMoved:
 		o.err = ErrFileMoved
+		return nil
+	case ansLogLate:
+		o.err = ErrLogUndecided
 		return nil
 	case ansFailed:
 		o.err = &ownerError{msg: string(b[1:])}

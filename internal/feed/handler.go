@@ -185,6 +185,15 @@ func (h *Handler) health(w *http1.Response) {
 		w.Body = append(w.Body, '}')
 		return
 	}
+	if why := h.store.Serving(); why != "" {
+		// A fleet host that must not take traffic (its data lags, its log node is gone):
+		// the balancer's check takes it out.
+		w.Status = 503
+		w.Body = append(w.Body[:0], `{"status":"not serving","db":"ok","error":`...)
+		w.Body = jsonstr.Append(w.Body, why)
+		w.Body = append(w.Body, '}')
+		return
+	}
 	w.Body = append(w.Body[:0], `{"status":"ok","db":"ok","uptime_s":`...)
 	w.Body = strconv.AppendInt(w.Body, int64(h.now().Sub(h.start)/time.Second), 10)
 	w.Body = append(w.Body, '}')
@@ -237,6 +246,11 @@ func (h *Handler) fail(w *http1.Response, err error) {
 			msg = owner.ErrOwnerTimeout.Error()
 		}
 		w.Error(503, msg)
+		return
+	case errors.Is(err, ErrLogUndecided):
+		h.log.Warn("write undecided", zap.Error(err))
+		w.AddHeader("Retry-After", "1")
+		w.Error(503, ErrLogUndecided.Error())
 		return
 	}
 	if status == 500 {

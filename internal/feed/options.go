@@ -120,6 +120,17 @@ type Options struct {
 	// every commit before it returns, so an acknowledged write survives those too; with
 	// group commits that is one fsync per batch, not per write (docs/reliability.md).
 	Synchronous string
+
+	// Log, when set, makes the file this host's copy of a fleet's one database
+	// (logwrite.go): every write is published to the fleet's write log and applied from
+	// it, in the log's order, by this host's write owner; no process writes the file
+	// otherwise. It needs WritesOwner. Default nil: the file is this host's alone.
+	Log Log
+
+	// SnapshotEvery is, with Log, how many messages the leading host applies between two
+	// snapshots of its file into the log (after each, the log is purged). Default 10,000;
+	// NoSnapshots: none (the log grows without bound: for measurements only).
+	SnapshotEvery uint64
 }
 
 // Synchronous settings (Options.Synchronous).
@@ -133,6 +144,9 @@ const (
 	WritesOwner = "owner"
 	WritesFlock = "flock"
 )
+
+// NoSnapshots is Options.SnapshotEvery's "never".
+const NoSnapshots = ^uint64(0)
 
 // DefaultCommitWindow is Options.CommitWindow's default (why 4 ms: there).
 const DefaultCommitWindow = 4 * time.Millisecond
@@ -178,6 +192,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 5 * time.Second
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = 10000
 	}
 	if o.Synchronous == "" {
 		o.Synchronous = SyncNormal

@@ -149,6 +149,8 @@ type Store struct {
 	writer *writer // nil once closed
 
 	batch     *batcher    // commits this process's writes (and, as owner, its followers')
+	flog      *logWriter  // Options.Log: the fleet's write log (logwrite.go), or nil
+	ls        *logStmts   // the apply's statements (logapply.go), once prepared
 	node      *owner.Node // the write-owner election (WritesOwner), or nil
 	closeLock func() error
 
@@ -272,6 +274,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		go s.checkpointLoop(ckpt, opts.CheckpointInterval, opts.CheckpointFrames, opts.RestartWait)
 	}
 	s.batch = newBatcher(s, opts.CommitWindow, opts.CommitMax)
+	if opts.Log != nil {
+		if opts.Writes != WritesOwner {
+			s.Close()
+			return nil, fmt.Errorf("open feed database %s: a fleet's write log needs writes %q, not %q", path, WritesOwner, opts.Writes)
+		}
+		s.flog = newLogWriter(s, opts)
+		s.batch.publish = s.flog.publish
+	}
 	s.tunerDone = make(chan struct{})
 	go s.tuneReaders()
 	if err := s.shareWrites(path, opts); err != nil {
@@ -297,7 +307,7 @@ func (s *Store) shareWrites(path string, opts Options) error {
 			Serve:       s.serveForwarded,
 			Logger:      s.log,
 			CallTimeout: opts.WriteTimeout,
-			OnRole:      s.onWriteRole,
+			OnRole:      s.onRole,
 		})
 		if err != nil {
 			return err
@@ -358,8 +368,22 @@ func (s *Store) useWAL(c *sqlitec.Conn) error {
 // it when it starts to drain, so that the processes that stay find their new owner while
 // this one still answers, not when it exits. Close does it too.
 func (s *Store) HandOverWrites() {
+	if s.flog != nil {
+		// In a fleet the owner publishes and applies: it keeps both until Close, which
+		// answers what it was sent and published, then hands over both.
+		return
+	}
 	if s.node != nil {
 		s.node.Close()
+	}
+}
+
+// onRole follows this process's write role: the read connections' mapping (mmap.go) and,
+// in a fleet, the applier (logwrite.go).
+func (s *Store) onRole(role string) {
+	s.onWriteRole(role)
+	if s.flog != nil {
+		s.flog.onRole(role)
 	}
 }
 
@@ -375,6 +399,9 @@ func (s *Store) Close() error {
 		}
 		if s.batch != nil {
 			s.batch.close()
+		}
+		if s.flog != nil {
+			s.flog.close()
 		}
 		if s.closeLock != nil {
 			errs = append(errs, s.closeLock())

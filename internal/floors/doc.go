@@ -11,8 +11,13 @@
 //     workload, nor an instrument;
 //   - the workers (cmd/worker and the workloads) know no supervisor package but the
 //     channel they speak to it over (internal/ipc);
+//   - the fleet's write log (internal/lognode, internal/writelog, cmd/lognode: NATS
+//     JetStream) is linked by the worker and the log node alone: the supervisor runs the
+//     node as an app, and the feed reaches the log through an interface of its own, so a
+//     single host runs with no log at all;
 //   - the leaves import nothing of the project;
 //   - no package imports a command's, but a command its own CLI;
-//   - no binary shipped to production (supervisor, worker) links package testing or an
-//     instrument.
+//   - no binary shipped to production (supervisor, worker, lognode) links package testing
+//     or an instrument;
+//   - every package of the module is on a floor.
 package floors

@@ -23,10 +23,14 @@ var (
 	instruments = []string{"internal/ceiling", "internal/challenge", "internal/loadgen", "internal/journey", "internal/genhealth",
 		"internal/histlog", "internal/loadhosts", "internal/fleetns", "internal/balancer", "internal/cpuquota", "internal/frontproxy",
 		"internal/srcaddr", "internal/httpframe", "internal/seedtest", "internal/proctest", "internal/goldentest"}
-	leaves = []string{"internal/jsonstr", "internal/urlquery", "internal/sqlitec", "internal/schema", "internal/safepath", "internal/buildinfo", "internal/writepath", "internal/procstat", "internal/progress"}
+	// fleetLog is the fleet's write log (NATS JetStream): its node, and the client the
+	// workers publish and apply with. Only cmd/worker and cmd/lognode link it.
+	fleetLog = []string{"cmd/lognode", "internal/lognode", "internal/writelog"}
+	nats     = []string{"github.com/nats-io"}
+	leaves   = []string{"internal/jsonstr", "internal/urlquery", "internal/sqlitec", "internal/schema", "internal/safepath", "internal/buildinfo", "internal/writepath", "internal/procstat", "internal/progress", "internal/fleetspec"}
 	// others: the instruments' commands and the experiments, the configurations, this test.
 	others   = []string{"cmd", "bench", "configs", "internal/floors"}
-	shipped  = []string{"cmd/supervisor", "cmd/worker"}
+	shipped  = []string{"cmd/supervisor", "cmd/worker", "cmd/lognode"}
 	supAbove = []string{"cmd/supervisor/cli", "internal/daemon", "internal/registry", "internal/control", "internal/applog", "internal/monit",
 		"internal/appspec", "internal/detach", "internal/pageserver"}
 )
@@ -82,7 +86,9 @@ func TestFloors(t *testing.T) {
 		from, never []string
 		deps        bool // transitive (every package it links), else direct imports
 	}{
-		{"the supervisor knows no workload and no instrument", supervisor, append(slices.Clone(workloads), instruments...), true},
+		{"the supervisor knows no workload and no instrument, and links no NATS (it runs the log node as an app)", supervisor, slices.Concat(workloads, instruments, fleetLog, nats), true},
+		{"the feed knows no log (feed.Options.Log is its interface): a single host runs without one", []string{"internal/feed"}, slices.Concat(fleetLog, nats), true},
+		{"the log knows no supervisor package above ipc, no workload and no instrument", fleetLog, slices.Concat(supAbove, []string{"internal/cluster"}, workloads, instruments), true},
 		{"the engine knows neither the supervisor above it, nor a workload, nor an instrument", engine, append(append(slices.Clone(supAbove), workloads...), instruments...), true},
 		{"the workers know the supervisor only through ipc", workers, append(append(slices.Clone(supAbove), "internal/cluster", "internal/subreaper", "internal/agent"), instruments...), true},
 		{"the leaves import nothing of the project", leaves, []string{"internal", "cmd", "configs", "bench"}, false},
@@ -136,7 +142,7 @@ func TestShippedBinaries(t *testing.T) {
 // TestEveryPackageHasAFloor: a new package is placed on a floor (the lists above), so the
 // rules see it.
 func TestEveryPackageHasAFloor(t *testing.T) {
-	all := slices.Concat(supervisor, engine, workers, instruments, leaves, others)
+	all := slices.Concat(supervisor, engine, workers, instruments, fleetLog, leaves, others)
 	for path := range graph(t) {
 		if !under(path, all) {
 			t.Errorf("%s is on no floor: add it to one of floors_test.go's lists", path)

@@ -90,6 +90,11 @@ type Msg struct {
 	// nothing about health (a worker that has no check, or has not finished its first).
 	Healthy bool   `json:"healthy,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// NotServing, in a stats answer, is a worker's "send me no traffic" and why: it runs
+	// and answers, but must not be sent requests now (a fleet host whose data lags). The
+	// supervisor shows it not-serving and does not count it online, so the host's agent
+	// takes the host out of its balancer when no worker serves; "" again puts it back.
+	NotServing string `json:"not_serving,omitempty"`
 	// Role, in a stats answer, is the worker's own word for its part in its app (the feed
 	// worker's write role: "owner", "follower", ...): shown by the supervisor (status's
 	// role column, /metrics' onehost_worker_role), which gives it no meaning.

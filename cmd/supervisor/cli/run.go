@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/onehost/onehost/internal/applog"
+	"github.com/onehost/onehost/internal/appspec"
 	"github.com/onehost/onehost/internal/cluster"
 	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/daemon"
@@ -61,7 +62,11 @@ func runConfig(env Env, args []string) (daemon.Config, bool, error) {
 		"either must be writable by nobody but its owner, this user or root")
 	fs.StringVar(&cfg.Agent, "agent", "", "answer HAProxy's agent-check at HOST:PORT (agent-check agent-port PORT; this project uses 9777): up N% with N the share of workers online, drain while drained, down while stopping or with none serving, ready only on its way out of its own drain; overrides the config's agent")
 	fs.BoolVar(&cfg.SharePort, "share-port", false, "join a port another process (another supervisor) listens on already, sharing its connections (SO_REUSEPORT); without it such a port is refused")
-	fs.StringVar(&cfg.LogDir, "log-dir", "", "also append each worker's own output to DIR/worker-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
+	fs.StringVar(&cfg.LogDir, "log-dir", "", "also append each worker's own output to DIR/APP-SLOT.log (as PM2's per-instance logs); USR1 reopens them")
+	fs.StringVar(&src.Fleet.Hosts, "fleet", "", "this host is one of a fleet sharing one database: every host NAME=ADDR[:PORT],... (the same list on every host; the log's ports default to 4222 and 6222, ADDR:PORT sets the client port and PORT+2000 the route port); runs this host's log node as the app "+appspec.LogNodeApp)
+	fs.StringVar(&src.Fleet.Self, "fleet-self", "", "with -fleet: this host's name in the list")
+	fs.StringVar(&src.Fleet.Dir, "fleet-dir", "", "with -fleet: the directory of this host's copy of the write log")
+	fs.StringVar(&src.Fleet.Sync, "fleet-sync", "", "with -fleet: always = fsync every write on every log node before it is acknowledged (default: the log's own policy, every 2 minutes)")
 	fs.StringVar(&cfg.EnvFile, "env-file", "", "KEY=VALUE lines (systemd's EnvironmentFile= syntax) added to the environment the workers inherit, under the config's env; with -check, judged as the unit of `startup -env-file` gets them")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err
@@ -89,6 +94,7 @@ func runConfig(env Env, args []string) (daemon.Config, bool, error) {
 		return cfg, false, fmt.Errorf("find this program: %w", err)
 	}
 	cfg.Binary, src.Ours = exe, filepath.Join(filepath.Dir(exe), "worker")
+	src.LogNode = filepath.Join(filepath.Dir(exe), "lognode")
 	return cfg, check, nil
 }
 
