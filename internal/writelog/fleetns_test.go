@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/onehost/onehost/internal/balancer"
+	"github.com/onehost/onehost/internal/control"
 	"github.com/onehost/onehost/internal/fleetns"
 	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
 	"github.com/onehost/onehost/internal/fleetspec"
@@ -122,21 +123,13 @@ func tailFile(path string, n int) string {
 }
 
 // status is the host's `supervisor status -json`.
-func (h *nsHost) status(t *testing.T) []struct {
-	App, Writes, Status string
-	PID                 int
-} {
+func (h *nsHost) status(t *testing.T) []control.Worker {
 	t.Helper()
 	out, err := exec.Command(binary(t, "supervisor"), "status", "-json", "-socket", filepath.Join(h.dir, "sup.sock")).Output()
 	if err != nil {
 		t.Fatalf("status of %s: %v", h.name, err)
 	}
-	var st struct {
-		Workers []struct {
-			App, Writes, Status string
-			PID                 int
-		}
-	}
+	var st control.Status
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("status of %s: %v: %s", h.name, err, out)
 	}
@@ -551,7 +544,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		h := hosts[0]
 		owner := 0
 		for _, ws := range h.status(t) {
-			if ws.Writes == "owner" {
+			if ws.Role == "owner" {
 				owner = ws.PID
 			}
 		}
