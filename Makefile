@@ -28,6 +28,7 @@ all: build
 # idle RSS): its decisions are made and written in docs/bench.md; it keeps gnet and nbio out
 # of the product's go.mod. Built beside the product, never linked into it.
 build:
+	@echo "building bin/ (the first build on a machine downloads the modules and compiles them: minutes without output; later builds take seconds)"
 	$(GO) build -o $(BIN)/ ./cmd/... ./bench/autocannon
 	$(GO) build -C bench/experiments -o $(CURDIR)/$(BIN)/ ./...
 
