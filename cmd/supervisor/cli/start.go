@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,23 +21,19 @@ func Start(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintln(env.Stdout, startUsage)
 		return nil
 	}
-	args = fileFirst(args) // `start -i 2 app.js`, as pm2 takes it
+	args = detach.FileFirst(args) // `start -i 2 app.js`, as pm2 takes it
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		// No file named: the one here, as `pm2 start` finds ecosystem.config.js.
-		i := slices.IndexFunc(defaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
-		if i < 0 {
+		file, ok := detach.DefaultFile()
+		if !ok {
 			fmt.Fprintln(env.Stderr, startUsage)
-			return fmt.Errorf("start: no FILE given and none of %s here: name the file, the script, or a stopped APP", strings.Join(defaultStartFiles, ", "))
+			return fmt.Errorf("start: no FILE given and none of %s here: name the file, the script, or a stopped APP", strings.Join(detach.DefaultStartFiles, ", "))
 		}
-		args = append([]string{defaultStartFiles[i]}, args...)
+		args = append([]string{file}, args...)
 	}
 	target, rest := args[0], args[1:]
 	if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
-		runArgs, err := startArgs(target, rest)
-		if err != nil {
-			return err
-		}
-		runArgs, note, err := listenFromPORT(runArgs, env.Getenv)
+		runArgs, note, err := detach.RunArgs(target, rest, env.Getenv)
 		if err != nil {
 			return err
 		}
@@ -80,11 +74,6 @@ func startApp(ctx context.Context, env Env, args []string) error {
 	return printStatus(ctx, c, env)
 }
 
-// defaultStartFiles are what `start` without a file looks for, in order: PM2's names,
-// then run's default configuration.
-var defaultStartFiles = []string{"ecosystem.config.js", "ecosystem.config.cjs", "ecosystem.config.json", "ecosystem.json",
-	"ecosystem.config.yaml", "ecosystem.yaml", defaultConfig}
-
 const startUsage = `usage:
   supervisor start [FILE] [run's flags]          (an ecosystem file or our YAML, in the background;
                                                  default: ./ecosystem.config.js, ..., configs/cluster.yaml)
@@ -98,79 +87,6 @@ the control socket's path without .sock and with -logs (supervisor kill stops it
 It runs 'supervisor run -check' with the same flags first (what that refuses, start refuses,
 starting nothing), then waits until every worker is online, or an app's workers all exit at
 start (3 restarts each, none online: it says so, and the supervisor runs on).`
-
-// isEcosystemName reports whether a .js file is PM2's ecosystem file rather than an app's
-// script, by PM2's own rule: its name says ecosystem or .config.
-func isEcosystemName(path string) bool {
-	base := filepath.Base(path)
-	return strings.HasPrefix(base, "ecosystem") || strings.Contains(base, ".config.")
-}
-
-// startArgs are the `run` arguments for `start FILE|SCRIPT REST`.
-func startArgs(target string, rest []string) ([]string, error) {
-	abs, err := filepath.Abs(target)
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
-	}
-	flags, extra := rest, []string(nil)
-	if i := slices.Index(rest, "--"); i >= 0 {
-		flags, extra = rest[:i], rest[i+1:]
-	}
-	out := slices.Clone(flags)
-	for i, f := range out {
-		switch f {
-		case "-i", "--instances": // pm2 start app.js -i max
-			out[i] = "-instances"
-		case "-n", "--name": // pm2 start app.js --name api
-			out[i] = "-name"
-		}
-	}
-	ext := filepath.Ext(abs)
-	switch {
-	case (ext == ".js" || ext == ".cjs" || ext == ".mjs") && !isEcosystemName(abs):
-		out = append(out, "--", "node", abs)
-	case ext == ".js" || ext == ".cjs" || ext == ".mjs" || ext == ".json" || ext == ".yaml" || ext == ".yml":
-		if len(extra) > 0 {
-			return nil, fmt.Errorf("start: arguments after -- go to a script, and %s is a configuration", target)
-		}
-		return append(out, "-config", abs), nil
-	case ext == ".py":
-		out = append(out, "--", "python3", abs)
-	default:
-		fi, err := os.Stat(abs)
-		if err != nil || fi.Mode().Perm()&0o111 == 0 {
-			return nil, fmt.Errorf("start: %s is neither a configuration (.yaml, .json, ecosystem.config.js), a .js or .py script, nor executable (chmod +x %s)", target, target)
-		}
-		out = append(out, "--", abs)
-	}
-	return append(out, extra...), nil
-}
-
-// runValueless are run's flags that take no value: fileFirst must not take the word after
-// them for theirs.
-var runValueless = []string{"check", "share-port"}
-
-// fileFirst moves the first argument that is not a flag nor a flag's value to the front:
-// pm2 takes `start -i 2 app.js` as `start app.js -i 2`.
-func fileFirst(args []string) []string {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return args
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			if i == 0 {
-				return args
-			}
-			return append(append([]string{a}, args[:i]...), args[i+1:]...)
-		}
-		name := strings.TrimLeft(a, "-")
-		if !strings.Contains(name, "=") && !slices.Contains(runValueless, name) && !slices.Contains([]string{"h", "help"}, name) {
-			i++ // its value
-		}
-	}
-	return args
-}
 
 // startOnRunning handles `start FILE` where a supervisor answers on the socket already:
 // one that runs FILE starts its stopped and deleted apps (pm2 start ecosystem.config.js
@@ -205,28 +121,4 @@ func startOnRunning(ctx context.Context, env Env, runArgs []string) (done bool, 
 	}
 	fmt.Fprintf(env.Stdout, "the supervisor at %s had no app left (every one deleted): replaced by one running this\n", socket)
 	return false, nil
-}
-
-// listenFromPORT gives a Node script started without -listen the port PORT names in the
-// calling environment, as a PM2 user expects of `PORT=3100 pm2 start app.js`: the app's
-// listen(process.env.PORT) asks for it, and the supervisor then serves it on every
-// interface, as the app's own listen(PORT) binds (an ecosystem file's env.PORT is served
-// so too). It returns the arguments and what to tell the user ("" when nothing changed).
-// A configuration file names its own address; other programs read PORT their own way.
-func listenFromPORT(runArgs []string, getenv func(string) string) ([]string, string, error) {
-	port := getenv("PORT")
-	i := slices.Index(runArgs, "--")
-	if port == "" || i < 0 || i+1 >= len(runArgs) || runArgs[i+1] != "node" {
-		return runArgs, "", nil
-	}
-	if _, ok := detach.FlagValue(runArgs, "listen"); ok {
-		return runArgs, "", nil // the user's choice (the app's listen(PORT) is served too: an app port)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nil, "", fmt.Errorf("start: PORT=%q in the environment is not a port (1 to 65535): unset it, or give -listen HOST:PORT", port)
-	}
-	listen := "0.0.0.0:" + port
-	out := append(slices.Clone(runArgs[:i]), "-listen", listen)
-	return append(out, runArgs[i:]...), "PORT=" + port + " in the environment: serving " + listen +
-		", the port the app's listen(process.env.PORT) asks for, on every interface as its own listen would bind (-listen HOST:PORT chooses another)", nil
 }

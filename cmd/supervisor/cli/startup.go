@@ -10,6 +10,7 @@ import (
 
 	"github.com/onehost/onehost/internal/appspec"
 	"github.com/onehost/onehost/internal/control"
+	"github.com/onehost/onehost/internal/detach"
 )
 
 // Startup is `supervisor startup`, PM2's `pm2 startup` for systemd: it prints a unit that
@@ -86,11 +87,11 @@ func startupConfig(ctx context.Context, env Env, req *appspec.UnitRequest) error
 			return nil
 		}
 	}
-	for _, f := range defaultStartFiles {
+	for _, f := range detach.DefaultStartFiles {
 		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
 			req.Config = f
 			return nil
 		}
 	}
-	return fmt.Errorf("startup: no configuration: no supervisor with one runs at %s, and none of %s is here: give -config FILE", socket, strings.Join(defaultStartFiles, ", "))
+	return fmt.Errorf("startup: no configuration: no supervisor with one runs at %s, and none of %s is here: give -config FILE", socket, strings.Join(detach.DefaultStartFiles, ", "))
 }
