@@ -102,7 +102,10 @@ func writePathOf(before, after control.Status, rps float64, conns int) *WritePat
 		var breq uint64
 		bcpu := -1.0
 		for _, x := range before.Workers {
-			if xp := writePathIn(x); x.ID == w.ID && x.PID == w.PID && xp != nil {
+			if x.ID != w.ID || x.PID != w.PID {
+				continue
+			}
+			if xp := writePathIn(x); xp != nil { // decoded for its own worker only
 				b, breq, bcpu = *xp, x.Requests, x.CPUSeconds
 			}
 		}

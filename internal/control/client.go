@@ -45,12 +45,6 @@ func NewClient(socket string) *Client {
 	}}}
 }
 
-// Socket is the control socket's path.
-func (c *Client) Socket() string { return c.socket }
-
-// HTTP is the client's HTTP client, whose every request goes to the socket checked.
-func (c *Client) HTTP() *http.Client { return c.hc }
-
 // peerRefusal says why the process at socket was not talked to, and what to do: root,
 // meeting a supervisor of another user's, is told to ask as that user (root trusts no
 // other user's socket: that user could have put any listener there); anyone else, that a

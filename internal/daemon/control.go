@@ -9,11 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/control"
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/procstat"
 	"github.com/onehost/onehost/internal/registry"
 )
@@ -50,8 +51,8 @@ func (l sameUserListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		cred, err := peerCred(c)
-		if err == nil && (cred.Uid == uint32(os.Geteuid()) || cred.Uid == 0) {
+		cred, err := ipc.PeerCred(c)
+		if err == nil && ipc.TrustedUID(cred.Uid) {
 			return peerConn{c, *cred}, nil
 		}
 		var uid uint32
@@ -68,7 +69,7 @@ func (l sameUserListener) Accept() (net.Conn, error) {
 // commands that change anything to the supervisor's own workers (operatorOnly).
 type peerConn struct {
 	*net.UnixConn
-	cred unix.Ucred
+	cred syscall.Ucred
 }
 
 type peerKey struct{}
@@ -80,25 +81,6 @@ func controlConnContext(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, peerKey{}, pc.cred)
 	}
 	return ctx
-}
-
-// peerCred is the credentials (pid, uid, gid) of the process at the other end of c.
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("read peer credentials: %w", err)
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, fmt.Errorf("read peer credentials: %w", err)
-	}
-	if cerr != nil {
-		return nil, fmt.Errorf("read peer credentials: %w", cerr)
-	}
-	return cred, nil
 }
 
 // operatorOnly refuses every command but the reads (GET: status, metrics, logs) to the
@@ -114,7 +96,7 @@ func operatorOnly(reg *registry.Registry, log *zap.Logger, next http.Handler) ht
 			next.ServeHTTP(w, r)
 			return
 		}
-		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+		cred, ok := r.Context().Value(peerKey{}).(syscall.Ucred)
 		if !ok { // not from the control socket's listener (tests of the handler alone)
 			next.ServeHTTP(w, r)
 			return

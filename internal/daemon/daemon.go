@@ -11,9 +11,9 @@
 // Files: daemon.go the Config and the entry points; image.go the start, a sequence of named
 // steps over the state they share (image), each handing what it opens to a cleanup stack;
 // signals.go the loop on signals and the control socket's stop and upgrade requests;
-// control.go the control socket's routes and its peer checks; upgrade.go the upgrade in
-// place and its way back; metrics.go the Prometheus collector; rundir.go the runtime
-// directory; dump.go what `save` writes.
+// control.go who may connect to the control socket (its peer checks); routes.go its
+// routes; upgrade.go the upgrade in place and its way back; metrics.go the Prometheus
+// collector; dump.go what `save` writes.
 package daemon
 
 import (

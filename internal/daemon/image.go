@@ -57,7 +57,7 @@ func runImage(ctx context.Context, cfg Config, fb *fallback) error {
 	if err != nil {
 		return err
 	}
-	if err := im.buildFleet(opts); err != nil {
+	if err := im.buildRegistry(opts); err != nil {
 		return err
 	}
 	if err := im.listenControl(); err != nil {
@@ -115,20 +115,19 @@ type image struct {
 	configPath string // cfg.Apps.Path, absolute ("" for none)
 	cwd        string // the working directory: the configuration's relative paths resolve here
 	// logSettings
-	level zap.AtomicLevel
+	level  zap.AtomicLevel
+	format string // console or json, what the workers are told (ipc.EnvLogFormat)
 	// openLog
 	lf     *applog.File
 	newEnc func() zapcore.Encoder
-	format string // console or json, what the workers are told (ipc.EnvLogFormat)
 	ring   *applog.Ring
 	appOut *applog.Output
 	log    *zap.Logger
 	// lockRuntimeDir
 	notifyDir string
 	// clusterOptions
-	upgradeFailed string
-	notifier      *systemd.Notifier
-	// buildFleet
+	notifier *systemd.Notifier
+	// buildRegistry
 	wl       *applog.WorkerLogs
 	reg      *registry.Registry
 	appFiles []*applog.File
@@ -164,16 +163,7 @@ func (im *image) openLog() error {
 		im.lf = lf
 		im.onClose(func() { lf.Close() })
 	}
-	format := im.cfg.LogFormat
-	switch format {
-	case "json", "console":
-	case "auto":
-		// Console wherever the log goes (a terminal, the journal, a file, a pipe), as
-		// PM2's: JSON only when asked for, for a collector.
-		format = "console"
-	default:
-		return errLogFormat(format)
-	}
+	format := im.format
 	// One timestamp format everywhere, the worker's (ISO 8601, milliseconds); no sampling,
 	// since every worker line matters. The ring keeps the last lines for `supervisor logs`.
 	encCfg := zap.NewProductionEncoderConfig()
@@ -191,7 +181,7 @@ func (im *image) openLog() error {
 	// The apps' lines (logprint.go) go to the same sink between the entries: one write
 	// at a time.
 	sink = zapcore.Lock(sink)
-	im.newEnc, im.format = newEnc, format
+	im.newEnc = newEnc
 	im.ring = applog.NewRing(2000)
 	im.appOut = applog.NewOutput(im.ring, sink, format == "json", im.level)
 	log := zap.New(zapcore.NewTee(zapcore.NewCore(newEnc(), sink, im.level), applog.NewCore(newEnc(), im.level, im.ring)))
@@ -266,7 +256,6 @@ func (im *image) clusterOptions() (cluster.Options, error) {
 	if im.fb != nil {
 		im.fb.log = log
 	}
-	im.upgradeFailed = takeUpgradeFailure(getenv)
 	notifier, err := systemd.NewNotifier(getenv("NOTIFY_SOCKET"))
 	if err != nil {
 		log.Warn("systemd notifications off", zap.Error(err))
@@ -290,10 +279,10 @@ func (im *image) clusterOptions() (cluster.Options, error) {
 	return opts, nil
 }
 
-// buildFleet opens -log-dir and makes one cluster per app, each with its own logger (its
+// buildRegistry opens -log-dir and makes one cluster per app, each with its own logger (its
 // name on every line), per-worker files and, with several apps, its own out_file beside
 // the merged log.
-func (im *image) buildFleet(opts cluster.Options) error {
+func (im *image) buildRegistry(opts cluster.Options) error {
 	log := im.log
 	if dir := im.cfg.LogDir; dir != "" {
 		if err := safepath.MkdirAll(dir); err != nil {
@@ -438,9 +427,10 @@ func (im *image) serveControl() {
 	im.stopReq = make(chan struct{}, 1)
 	im.up = &upgrader{reg: im.reg, log: log, defaultBinary: im.cfg.Binary, allowed: im.cfg.UpgradeBinaries, args: im.cfg.Args,
 		environ: im.environ, req: make(chan string, 1)}
-	im.up.failed.Store(im.upgradeFailed)
-	if im.upgradeFailed != "" {
-		log.Error("upgrade failed: its new binary gave this one back, which serves on", zap.String("error", im.upgradeFailed))
+	failed := takeUpgradeFailure(im.getenv)
+	im.up.failed.Store(failed)
+	if failed != "" {
+		log.Error("upgrade failed: its new binary gave this one back, which serves on", zap.String("error", failed))
 	}
 	im.prom = metricsRegistry(im.reg, log)
 	srv := &http.Server{Handler: im.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: controlConnContext,
@@ -521,7 +511,14 @@ func (im *image) logSettings() error {
 	if err != nil {
 		return fmt.Errorf("log-level: %w", err)
 	}
-	if f := im.cfg.LogFormat; f != "json" && f != "console" && f != "auto" {
+	switch f := im.cfg.LogFormat; f {
+	case "json", "console":
+		im.format = f
+	case "auto":
+		// Console wherever the log goes (a terminal, the journal, a file, a pipe), as
+		// PM2's: JSON only when asked for, for a collector.
+		im.format = "console"
+	default:
 		return errLogFormat(f)
 	}
 	im.level = level
@@ -554,7 +551,7 @@ func (im *image) check() error {
 }
 
 // startDashboard serves the dashboard on ps (bound to addr) until the returned stop is called, reading
-// the clusters through fl and, when ceilingDir is not "", a ceiling sweep's progress and
+// the apps' status from reg and, when ceilingDir is not "", a ceiling sweep's progress and
 // plots from that directory. Its figures are monit's: the same sampler (monitor) reads
 // the supervisor's status and the host. It answers only requests for its own address,
 // localhost, an IP address or one of hosts (hostCheck: DNS rebinding).

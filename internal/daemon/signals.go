@@ -56,7 +56,7 @@ type stopper struct {
 	reg      *registry.Registry
 	tasks    *sync.WaitGroup // the image's: the stop's goroutines are waited for before the log closes
 	log      *zap.Logger
-	stopped  chan error // fl.stop's result
+	stopped  chan error // the registry's Stop result
 	stopping bool
 	began    time.Time
 }

@@ -3,9 +3,11 @@ package floors
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -41,19 +43,28 @@ type pkg struct {
 	Deps       []string
 }
 
-// graph is every package of the module, by its path within the module.
+// graph is every package of the module, by its path within the module, each with its
+// direct imports and every package it links (Deps), read once for every test.
 func graph(t *testing.T) map[string]pkg {
 	t.Helper()
+	g, err := readGraph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+var readGraph = sync.OnceValues(func() (map[string]pkg, error) {
 	out, err := exec.Command("go", "list", "-json", "-deps=false", module+"...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		return nil, fmt.Errorf("go list: %w", err)
 	}
 	g := map[string]pkg{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
 		var p pkg
 		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		p.ImportPath = strings.TrimPrefix(p.ImportPath, module)
 		trim := func(s []string) []string {
@@ -66,8 +77,8 @@ func graph(t *testing.T) map[string]pkg {
 		p.Imports, p.Deps = trim(p.Imports), trim(p.Deps)
 		g[p.ImportPath] = p
 	}
-	return g
-}
+	return g, nil
+})
 
 // under says whether p is one of the roots or a package below one (internal/monit/monittest
 // is internal/monit's).
@@ -123,18 +134,15 @@ func TestFloors(t *testing.T) {
 func TestShippedBinaries(t *testing.T) {
 	g := graph(t)
 	for _, bin := range shipped {
-		out, err := exec.Command("go", "list", "-deps", module+bin).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", bin, err)
+		p, ok := g[bin]
+		if !ok {
+			t.Errorf("%s: not in the module", bin)
+			continue
 		}
-		for _, d := range strings.Fields(string(out)) {
-			d = strings.TrimPrefix(d, module)
+		for _, d := range p.Deps { // what go list -deps lists for it
 			if d == "testing" || under(d, instruments) {
 				t.Errorf("%s links %s", bin, d)
 			}
-		}
-		if _, ok := g[bin]; !ok {
-			t.Errorf("%s: not in the module", bin)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func NewDashboard(sample func(context.Context) State, ceilingDir string) *Dashbo
 		slots: make(chan struct{}, dashMaxStreams), done: make(chan struct{})}
 }
 
-// run samples every interval until ctx ends. A stream that has not taken its frames yet
+// Run samples every interval until ctx ends. A stream that has not taken its frames yet
 // misses the new one rather than holding the others up.
 func (d *Dashboard) Run(ctx context.Context) {
 	defer close(d.done)

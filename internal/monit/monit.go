@@ -211,7 +211,7 @@ type CoreBusy struct {
 	Busy float64
 }
 
-// sample reads the supervisor and the host once. Per-worker req/s is the supervisor's own
+// Sample reads the supervisor and the host once. Per-worker req/s is the supervisor's own
 // (it divides each worker's request counter growth by the time between its stats answers,
 // which a client sampling at its own phase would alias); monit keeps its history.
 func (m *Monitor) Sample(ctx context.Context) State {

@@ -104,7 +104,7 @@ func PrintStatus(w io.Writer, st control.Status) {
 	}
 }
 
-// uptime formats seconds as pm2 does: 42s, 5m, 3h, 2D.
+// Uptime formats seconds as pm2 does: 42s, 5m, 3h, 2D.
 func Uptime(s int64) string {
 	switch {
 	case s < 60:
@@ -117,7 +117,7 @@ func Uptime(s int64) string {
 	return fmt.Sprintf("%dD", s/86400)
 }
 
-// mem formats bytes as pm2 does: 41.2mb.
+// Mem formats bytes as pm2 does: 41.2mb.
 func Mem(b int64) string {
 	switch {
 	case b >= 1<<30:
@@ -136,7 +136,7 @@ func appPorts(addrs []string) string {
 	return "; and " + strings.Join(addrs, ", ") + ", as the app's own listen asked (the kernel's hash)"
 }
 
-// printDescribe prints describe's reply as `pm2 describe` does: a table of fields, then
+// PrintDescribe prints describe's reply as `pm2 describe` does: a table of fields, then
 // the workers.
 func PrintDescribe(w io.Writer, d control.Describe) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

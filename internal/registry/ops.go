@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// reload rolls the named apps' workers (every app's for ""), one app after the other.
+// Reload rolls the named apps' workers (every app's for ""), one app after the other.
 func (r *Registry) Reload(ctx context.Context, name string) error {
 	as, sups, err := r.running(name)
 	if err != nil {
@@ -27,7 +27,7 @@ func (r *Registry) Reload(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// restart restarts the named apps (every app for ""), as `pm2 restart`: each worker
+// Restart restarts the named apps (every app for ""), as `pm2 restart`: each worker
 // stopped before its successor starts; a stopped app is started again.
 func (r *Registry) Restart(ctx context.Context, name string) error {
 	apps, err := r.pick(name)
@@ -66,7 +66,7 @@ func (r *Registry) startApp(ctx context.Context, a *app) error {
 	return a.current().WaitOnline(ctx)
 }
 
-// scale sets the number of workers of one app.
+// Scale sets the number of workers of one app.
 func (r *Registry) Scale(ctx context.Context, name string, n int, rel bool) error {
 	a, err := r.one(name)
 	if err != nil {
@@ -82,7 +82,7 @@ func (r *Registry) Scale(ctx context.Context, name string, n int, rel bool) erro
 	return r.wrap(a, sup.Scale(ctx, n, rel))
 }
 
-// stopApp stops one app's cluster gracefully; the others serve on, and `restart NAME`
+// StopApp stops one app's cluster gracefully; the others serve on, and `restart NAME`
 // starts it again.
 func (r *Registry) StopApp(ctx context.Context, name string) error {
 	apps, err := r.pick(name)
@@ -114,7 +114,7 @@ func (r *Registry) StopApp(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// stop stops every app's cluster at once (each drains its workers in parallel).
+// Stop stops every app's cluster at once (each drains its workers in parallel).
 func (r *Registry) Stop(ctx context.Context) error {
 	r.ops.Lock()
 	defer r.ops.Unlock()
@@ -129,7 +129,7 @@ func (r *Registry) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// kill ends every worker of every app at once.
+// Kill ends every worker of every app at once.
 func (r *Registry) Kill() {
 	for _, a := range r.apps {
 		if sup := a.current(); sup != nil {
@@ -138,7 +138,7 @@ func (r *Registry) Kill() {
 	}
 }
 
-// deleteApp stops the named apps and removes them from every list (pm2 delete); the
+// Delete stops the named apps and removes them from every list (pm2 delete); the
 // supervisor runs on, with no app if they were all.
 func (r *Registry) Delete(ctx context.Context, name string) error {
 	if name == "" {
@@ -162,7 +162,7 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 	return err
 }
 
-// flush empties the log files of the named apps (every app's and the supervisor's own for
+// Flush empties the log files of the named apps (every app's and the supervisor's own for
 // ""), as pm2 flush: the files stay open and go on from empty.
 func (r *Registry) Flush(name string) ([]string, error) {
 	apps, err := r.pick(name)

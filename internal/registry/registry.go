@@ -210,7 +210,7 @@ func New(specs []cluster.App, fs Setup) (*Registry, []*applog.File, error) {
 	return r, appFiles, nil
 }
 
-// start starts every app's cluster, in order, but those held (an upgrade's: the apps the
+// Start starts every app's cluster, in order, but those held (an upgrade's: the apps the
 // previous image had stopped or deleted stay so); on an error the ones started are killed.
 func (r *Registry) Start(ctx context.Context, held map[string]string) error {
 	r.ctx = ctx
@@ -240,7 +240,7 @@ func (r *Registry) Start(ctx context.Context, held map[string]string) error {
 	return nil
 }
 
-// names lists the apps' names.
+// Names lists the apps' names.
 func (r *Registry) Names() []string {
 	var out []string
 	for _, a := range r.live() {

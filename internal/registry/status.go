@@ -15,7 +15,7 @@ import (
 	"github.com/onehost/onehost/internal/procstat"
 )
 
-// status is GET /status: every app, and every worker of the running ones with its app's
+// Status is GET /status: every app, and every worker of the running ones with its app's
 // name. Addr and Steering are the first running cluster-mode app's (the only one's, for a
 // configuration of one app), so that one-app readers keep their fields.
 func (r *Registry) Status(name string) (control.Status, error) {
@@ -55,7 +55,7 @@ func (a *app) rows(rows []cluster.WorkerStatus) []control.Worker {
 	return out
 }
 
-// describe is one app's details.
+// Describe is one app's details.
 func (r *Registry) Describe(name string) (control.Describe, error) {
 	a, err := r.one(name)
 	if err != nil {
@@ -94,7 +94,7 @@ func (r *Registry) Describe(name string) (control.Describe, error) {
 // ErrNoWorker is a slot that no app of the supervisor has (mapped to 404).
 var ErrNoWorker = errors.New("no such worker")
 
-// hasSlot reports whether an app named (every app for "") has a worker in slot: `logs 7`
+// HasSlot reports whether an app named (every app for "") has a worker in slot: `logs 7`
 // for a slot that does not exist is an error naming those that do, not an empty log.
 func (r *Registry) HasSlot(name string, slot int) error {
 	apps, err := r.pick(name)
@@ -128,13 +128,13 @@ func (r *Registry) HasSlot(name string, slot int) error {
 	return fmt.Errorf("worker %d: %w: %s %s (supervisor status lists them)", slot, ErrNoWorker, who, strings.Join(ids, ", "))
 }
 
-// isLabel reports whether v is the label of the one app without a name (its program's
+// IsLabel reports whether v is the label of the one app without a name (its program's
 // name, which its lines show as APP): `logs app.js` is then that app's log, as in pm2.
 func (r *Registry) IsLabel(v string) bool {
 	return len(r.apps) == 1 && r.apps[0].name == "" && v == applog.Label(cluster.App{Config: *r.apps[0].config()})
 }
 
-// workerPIDs are the pids of every app's workers now, by their status.
+// WorkerPIDs are the pids of every app's workers now, by their status.
 func (r *Registry) WorkerPIDs() map[int]bool {
 	pids := map[int]bool{}
 	for _, a := range r.apps {
@@ -180,7 +180,7 @@ func WorkerLineage(pid, self int, workers map[int]bool, read func(int) (procstat
 	return 0, nil
 }
 
-// agentState is the host's state for the agent: the cluster-mode apps' workers (a fork
+// AgentState is the host's state for the agent: the cluster-mode apps' workers (a fork
 // app has no socket of ours a balancer sends to; the fork apps' when there is no other),
 // the drain and the stop. It reads snapshots only: never waits for a cluster's loop.
 func (r *Registry) AgentState() agent.State {
@@ -202,7 +202,7 @@ func (r *Registry) AgentState() agent.State {
 	return st
 }
 
-// setDrained takes the host out of its balancer (true) or back (false): the agent answers
+// SetDrained takes the host out of its balancer (true) or back (false): the agent answers
 // "drain" (or its whole state again), and every running app's workers close each kept-alive
 // connection after its next response (or keep them alive again).
 func (r *Registry) SetDrained(on bool) error {

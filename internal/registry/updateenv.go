@@ -15,7 +15,7 @@ import (
 var ErrNoFile = errors.New("update-env: this supervisor was started without a configuration file (-config), so there is no env to read again: " +
 	"put the env in a file (env: in configs/cluster.yaml, or an ecosystem file) and run the supervisor with -config FILE")
 
-// updateEnv reads the configuration file again (with the -env NAME and -only NAME the
+// UpdateEnv reads the configuration file again (with the -env NAME and -only NAME the
 // supervisor was started with) and gives the named apps (every app for "") the env it has
 // now: workers started from then on get it, so the reload or restart that follows rolls it
 // into every worker. Only env is taken; the other fields the file changed are named in
