@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onehost/onehost/internal/ipc"
+	"github.com/onehost/onehost/internal/procstat"
 )
 
 func init() {
@@ -69,11 +70,7 @@ func takeOver(dir string, wait time.Duration, log *zap.Logger) (release func(), 
 
 // isLogNode reports whether pid runs (not a zombie) a program named lognode.
 func isLogNode(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+	if !procstat.Running("", pid) {
 		return false
 	}
 	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")

@@ -8,7 +8,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -58,7 +60,7 @@ func openFleetLog(ctx context.Context, cfg serveConfig, log *zap.Logger) (*fleet
 		return nil, err
 	}
 	for {
-		_, err = feed.RestoreFromLog(ctx, cfg.db, l, log)
+		_, err = feed.RestoreFromLog(ctx, cfg.db, &fleetLog{l}, log)
 		if err == nil || ctx.Err() != nil || err == feed.ErrNoDatabase {
 			break
 		}
@@ -89,3 +91,19 @@ func (f *fleetLog) Follow(ctx context.Context, after uint64, apply func([]feed.L
 		return apply(buf)
 	})
 }
+
+// GetSnapshot is the log's, its "no snapshot yet" said in feed's words (the error as it
+// was, which errors.Is finds feed.ErrNoSnapshot in).
+func (f *fleetLog) GetSnapshot(ctx context.Context, w io.Writer) (uint64, error) {
+	seq, err := f.Log.GetSnapshot(ctx, w)
+	if errors.Is(err, writelog.ErrNoSnapshot) {
+		err = noSnapshot{err}
+	}
+	return seq, err
+}
+
+// noSnapshot is writelog.ErrNoSnapshot as feed.ErrNoSnapshot.
+type noSnapshot struct{ error }
+
+func (noSnapshot) Is(target error) bool { return target == feed.ErrNoSnapshot }
+func (e noSnapshot) Unwrap() error      { return e.error }

@@ -443,17 +443,9 @@ func newLogger(w io.Writer, level, format string) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", level)
 	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	encoder := zapcore.NewJSONEncoder(enc)
-	if format == ipc.LogConsole {
-		// The supervisor's own console lines, field for field (internal/daemon's openLog):
-		// under it, a worker's event reads as one of its own after the `ID|APP |` prefix.
-		enc.EncodeLevel = zapcore.CapitalLevelEncoder
-		enc.ConsoleSeparator = "  "
-		encoder = zapcore.NewConsoleEncoder(enc)
-	}
-	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	// The supervisor's own lines (ipc.NewLogEncoder): under it, a worker's event reads as
+	// one of its own after the `ID|APP |` prefix.
+	core := zapcore.NewCore(ipc.NewLogEncoder(format), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
 }
 

@@ -82,11 +82,7 @@ func (lc LaunchCheck) workerEnv(cfg cluster.Config) []string {
 		env = append(env, k+"="+cfg.Env[k])
 	}
 	if !cfg.Fork() {
-		listen := cfg.Listen
-		if listen == "" {
-			listen = cluster.DefaultListen
-		}
-		if host, port, err := net.SplitHostPort(listen); err == nil {
+		if host, port, err := net.SplitHostPort(cfg.WithDefaults().Listen); err == nil {
 			env = append(env, "HOST="+host, "PORT="+port)
 		}
 	}

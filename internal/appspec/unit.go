@@ -95,7 +95,7 @@ func (s *startupUnit) resolve() error {
 	if s.dir, err = filepath.Abs(s.dir); err != nil {
 		return fmt.Errorf("startup: -dir: %w", err)
 	}
-	if s.envName != "" && !ValidEnvName(s.envName) {
+	if s.envName != "" && !systemd.ValidEnvName(s.envName) {
 		return fmt.Errorf("startup: -env %q: want the NAME of an env_NAME of the ecosystem file", s.envName)
 	}
 	s.ours = filepath.Join(filepath.Dir(s.bin), "worker")

@@ -308,9 +308,7 @@ func (s *Supervisor) AppPorts() []string {
 // before (or without) the served one, the log says what that costs and how to serve that
 // port alone.
 func (s *Supervisor) appServing(p *proc, addr string) {
-	if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
-		s.becameReady(p, readyListen)
-	}
+	s.listening(p)
 	if p.slotTaken || s.appPortSaid {
 		return
 	}

@@ -209,6 +209,14 @@ func (c *nodeChannel) write(b []byte) error {
 	return err
 }
 
+// listening is p's app listening (its served port or an app port: loop only): the worker
+// is online then, as in PM2's cluster mode, unless it is to say ready itself.
+func (s *Supervisor) listening(p *proc) {
+	if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
+		s.becameReady(p, readyListen)
+	}
+}
+
 // readNode forwards "ready" from a Node program's process.send to the loop until the
 // channel closes, and the preload's messages (nodestats.go). Other messages (Node's own,
 // the program's) are ignored.
@@ -224,9 +232,7 @@ func (s *Supervisor) readNode(p *proc, c *nodeChannel) {
 			// PM2's cluster mode, unless the worker is to say ready itself.
 			s.post(func() {
 				p.slotTaken = true
-				if !s.cfg.waitReady() && !s.signals && p.state == StateLaunching {
-					s.becameReady(p, readyListen)
-				}
+				s.listening(p)
 			})
 		default:
 			m, ok := parseNodeMsg(msg)

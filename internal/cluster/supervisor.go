@@ -131,48 +131,48 @@ type Options struct {
 // (internal/control's Worker, which writes the counters a worker does not report as null).
 type WorkerStatus struct {
 	// App is the app's name (Options.Name), "" when it has none.
-	App         string  `json:"app,omitempty"`
-	ID          int     `json:"id"`
-	PID         int     `json:"pid"`
-	Status      string  `json:"status"`
-	UptimeS     int64   `json:"uptime_s"`
-	Restarts    int     `json:"restarts"`
-	CPUPercent  float64 `json:"cpu_percent"`
-	CPUSeconds  float64 `json:"cpu_seconds"` // the process's user+system time so far
-	RSSBytes    int64   `json:"rss_bytes"`
-	Requests    uint64  `json:"requests"`
-	RPS         float64 `json:"rps"`
-	Connections int64   `json:"connections"`
+	App         string
+	ID          int
+	PID         int
+	Status      string
+	UptimeS     int64
+	Restarts    int
+	CPUPercent  float64
+	CPUSeconds  float64 // the process's user+system time so far
+	RSSBytes    int64
+	Requests    uint64
+	RPS         float64
+	Connections int64
 	// LoopConnections is a worker's open connections per event loop, as it reported them
 	// (the feed worker's loop transport: one loop per GOMAXPROCS); absent when it reports none.
-	LoopConnections []int64 `json:"loop_connections,omitempty"`
+	LoopConnections []int64
 	// Health is the worker's own check of what it depends on (the feed worker: its
 	// database), as its last stats answer said: HealthOK, HealthUnhealthy (HealthError
 	// says why), or "" when the worker reports none. The supervisor shows it and does not act
 	// on it: restarting a worker whose database is gone would turn a degraded worker that
 	// still serves reads into a crash loop.
-	Health      string `json:"health"`
-	HealthError string `json:"health_error,omitempty"`
+	Health      string
+	HealthError string
 	// Role is the worker's own word for its part in its app as it reports it (the feed
 	// worker: "owner" for the one that commits every worker's writes, "follower"), or ""
 	// when it reports none. Shown, not acted on.
-	Role string `json:"role,omitempty"`
+	Role string
 	// Report is the rest of what the worker said of itself in its last stats answer
 	// (ipc.Msg.Report: the feed worker's write-path counters, which the ceiling sweep
 	// reads), as it said it, or nil. The supervisor never reads it.
-	Report json.RawMessage `json:"report,omitempty"`
+	Report json.RawMessage
 	// Note is the worker's own one-line status, as it last sent it with sd_notify's
 	// STATUS= ("" when it sends none).
-	Note string `json:"note,omitempty"`
+	Note string
 	// NotServing says why a worker shown as StateNotServing does not serve its slot
 	// (serving.go); "" otherwise.
-	NotServing string `json:"not_serving,omitempty"`
+	NotServing string
 	// Adopted: the worker was started by a previous supervisor and taken over at Start
 	// (adopt.go).
-	Adopted bool `json:"adopted,omitempty"`
+	Adopted bool
 	// NoCounters: the worker does not report Requests, RPS and Connections (it speaks no
 	// internal/ipc), which are then unknown, not 0: null in JSON (statusjson.go).
-	NoCounters bool `json:"-"`
+	NoCounters bool
 }
 
 // Worker health values (WorkerStatus.Health).

@@ -3,6 +3,8 @@ package control
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/onehost/onehost/internal/agent"
 )
 
 // Status is the body of GET /status and the output of `status -json`.
@@ -42,18 +44,8 @@ type Status struct {
 }
 
 // AgentAsker is an address that asked the agent (a balancer's health check), as it last
-// did.
-type AgentAsker struct {
-	Addr string    `json:"addr"`
-	Last time.Time `json:"last"`
-	// Answer is what it was last told ("up 100%", "drain #drained", ...).
-	Answer string `json:"answer"`
-	// HeardDrain and HeardReady are when it was last told "drain" and "ready".
-	HeardDrain time.Time `json:"heard_drain,omitzero"`
-	HeardReady time.Time `json:"heard_ready,omitzero"`
-	// Said is what it sent after its check (HAProxy's agent-send), "" for nothing.
-	Said string `json:"said,omitempty"`
-}
+// did: the agent's own record, carried as it is.
+type AgentAsker = agent.Asker
 
 // App is one app in GET /status: `supervisor status` lists every app, as `pm2 ls`.
 type App struct {

@@ -164,16 +164,9 @@ func (im *image) openLog() error {
 		im.onClose(func() { lf.Close() })
 	}
 	format := im.format
-	// One timestamp format everywhere, the worker's (ISO 8601, milliseconds); no sampling,
+	// One timestamp format everywhere, the workers' too (ipc.NewLogEncoder); no sampling,
 	// since every worker line matters. The ring keeps the last lines for `supervisor logs`.
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	newEnc := func() zapcore.Encoder { return zapcore.NewJSONEncoder(encCfg) }
-	if format == "console" {
-		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
-		encCfg.ConsoleSeparator = "  "
-		newEnc = func() zapcore.Encoder { return zapcore.NewConsoleEncoder(encCfg) }
-	}
+	newEnc := func() zapcore.Encoder { return ipc.NewLogEncoder(format) }
 	sink := zapcore.AddSync(im.stderr)
 	if im.lf != nil {
 		sink = im.lf
@@ -377,7 +370,7 @@ func (im *image) listenTCP() error {
 		if p.addr == "" {
 			continue
 		}
-		s, err := pageserver.Listen(p.addr, pageserver.Config{Name: p.name, Logger: im.log})
+		s, err := pageserver.Listen(p.addr, pageserver.Config{Name: p.name, Logger: im.log, AllowedHosts: f.AllowedHosts})
 		if err != nil {
 			return err
 		}
@@ -454,7 +447,7 @@ func (im *image) serveMetrics() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(im.prom, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(im.log)}))
-	im.metrics.Serve(pageserver.HostCheck("metrics", im.cfg.Metrics, im.cfg.AllowedHosts, mux))
+	im.metrics.Serve(mux)
 	im.log.Info("metrics", zap.String("url", "http://"+im.metrics.Addr().String()+"/metrics"))
 }
 
@@ -464,7 +457,7 @@ func (im *image) serveDashboard(ctx context.Context) {
 		return
 	}
 	f := im.cfg
-	im.onClose(startDashboard(ctx, im.dashboard, f.Dashboard, monit.CeilingDir(f.DashboardCeiling), f.AllowedHosts, im.reg, im.log))
+	im.onClose(startDashboard(ctx, im.dashboard, monit.CeilingDir(f.DashboardCeiling), im.reg, im.log))
 }
 
 // loadApps reads -env-file and the configuration into the apps to run.
@@ -550,12 +543,12 @@ func (im *image) check() error {
 	return nil
 }
 
-// startDashboard serves the dashboard on ps (bound to addr) until the returned stop is called, reading
+// startDashboard serves the dashboard on ps until the returned stop is called, reading
 // the apps' status from reg and, when ceilingDir is not "", a ceiling sweep's progress and
 // plots from that directory. Its figures are monit's: the same sampler (monitor) reads
-// the supervisor's status and the host. It answers only requests for its own address,
-// localhost, an IP address or one of hosts (hostCheck: DNS rebinding).
-func startDashboard(ctx context.Context, ps *pageserver.Server, addr, ceilingDir string, hosts []string, reg *registry.Registry, log *zap.Logger) (stop func()) {
+// the supervisor's status and the host. (ps answers only requests for its own address,
+// localhost, an IP address or one of -allowed-hosts: pageserver's HostCheck.)
+func startDashboard(ctx context.Context, ps *pageserver.Server, ceilingDir string, reg *registry.Registry, log *zap.Logger) (stop func()) {
 	m := &monit.Monitor{
 		Status:   func(context.Context) (control.Status, error) { return reg.Status("") },
 		ReadHost: func() (procstat.Host, error) { return procstat.ReadHost("") },
@@ -569,7 +562,7 @@ func startDashboard(ctx context.Context, ps *pageserver.Server, addr, ceilingDir
 		defer close(done)
 		d.Run(ctx)
 	}()
-	ps.Serve(pageserver.HostCheck("dashboard", addr, hosts, d.Handler()))
+	ps.Serve(d.Handler())
 	log.Info("dashboard", zap.String("url", "http://"+ps.Addr().String()+"/"), zap.String("ceiling", ceilingDir))
 	return func() {
 		ps.Close() // ends the streams too: their requests' contexts are cancelled

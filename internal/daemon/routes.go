@@ -35,10 +35,7 @@ func (im *image) controlHandler() http.Handler {
 		st.Drained = reg.Drained()
 		if im.ag != nil {
 			st.Agent = im.ag.Addr().String()
-			for _, a := range im.ag.Askers() {
-				st.AgentAskers = append(st.AgentAskers, control.AgentAsker{Addr: a.Addr, Last: a.Last, Answer: a.Answer,
-					HeardDrain: a.HeardDrain, HeardReady: a.HeardReady, Said: a.Said})
-			}
+			st.AgentAskers = im.ag.Askers()
 		}
 		reply(w, http.StatusOK, st)
 	})

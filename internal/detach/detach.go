@@ -162,6 +162,12 @@ func Start(ctx context.Context, req Request) error {
 	}
 	watch := startWatch{}
 	workerLogDir, _ := FlagValue(runArgs, "log-dir") // given, or set above
+	// announce prints the table and where the supervisor runs, as pm2 start does.
+	announce := func(st control.Status) {
+		monit.PrintStatus(stdout, st)
+		fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
+			cmd.Process.Pid, socket, logDir)
+	}
 	deadline := time.After(startOnlineTimeout)
 	for {
 		select {
@@ -184,14 +190,12 @@ func Start(ctx context.Context, req Request) error {
 			// The checks could not foresee it (a script that exits 1): PM2 would list the
 			// app errored once out of restarts, and so will the supervisor, which runs on;
 			// start has seen enough to say so now rather than after the whole backoff.
-			monit.PrintStatus(stdout, st)
-			fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
-				cmd.Process.Pid, socket, logDir)
+			announce(st)
 			name := loop.app
 			if name == "" {
 				name = unnamedApp(runArgs)
 			}
-			wlog := loop.workerLog(workerLogDir, st)
+			wlog := loop.workerLog(workerLogDir)
 			why := "" // the supervisor's own explanation, from the worker's output, first
 			if says := preloadSays(wlog, before[wlog]); says != "" {
 				why = says + "\n"
@@ -203,9 +207,7 @@ func Start(ctx context.Context, req Request) error {
 		if !watch.settled(st, now) {
 			continue
 		}
-		monit.PrintStatus(stdout, st)
-		fmt.Fprintf(stdout, "supervisor pid %d runs in the background: control socket %s, logs in %s (supervisor kill stops it)\n",
-			cmd.Process.Pid, socket, logDir)
+		announce(st)
 		if bad := erroredWorkers(st); len(bad) > 0 {
 			return fmt.Errorf("start: %s errored (out of restarts): `supervisor logs` says why; the supervisor runs on", strings.Join(bad, ", "))
 		}

@@ -118,7 +118,7 @@ func (sw startWatch) looping(st control.Status) (crashLoop, bool) {
 // workerLog is the own log file of the loop's first worker in dir (-log-dir's: DIR/APP-ID.log,
 // APP the app's name, or for an app without one its program's), "" without a dir: the
 // named app's, else the newest file of that slot.
-func (l crashLoop) workerLog(dir string, st control.Status) string {
+func (l crashLoop) workerLog(dir string) string {
 	if dir == "" {
 		return ""
 	}

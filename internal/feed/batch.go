@@ -309,14 +309,21 @@ func (b *batcher) commit(batch []*op) {
 	c.Reset(w.commit)
 }
 
-// abort rolls the transaction back (unless SQLite already did) and fails every op of batch.
-func (b *batcher) abort(w *writer, batch []*op, err error) {
+// rollbackOn rolls w's transaction back, unless SQLite already did (or none is open), and
+// returns err with the rollback's own failure joined.
+func (w *writer) rollbackOn(err error) error {
 	if !w.Autocommit() {
 		if rc := w.Step(w.rollback); rc != sqlite3.SQLITE_DONE {
 			err = errors.Join(err, fmt.Errorf("roll back: %w", w.ErrorFor(rc)))
 		}
 		w.Reset(w.rollback)
 	}
+	return err
+}
+
+// abort rolls the transaction back (unless SQLite already did) and fails every op of batch.
+func (b *batcher) abort(w *writer, batch []*op, err error) {
+	err = w.rollbackOn(err)
 	b.s.log.Error("write batch failed: none of its writes was saved", zap.Int("writes", len(batch)), zap.Error(err))
 	for _, o := range batch {
 		o.err = err
@@ -338,24 +345,38 @@ func (s *Store) insertLike(w *writer, o *op) error {
 	}
 	err := c.ErrorFor(rc)
 	c.Reset(st)
+	o.err, err = s.likeError(w, rc, err, o.postID)
+	return err
+}
+
+// likeError sorts a like's failed step (rc, err) into the like's own error (its post or
+// its user missing, another constraint) and one that ends the whole transaction (fatal).
+// The batch's insertLike and the fleet's apply (applyIntent) judge alike.
+func (s *Store) likeError(w *writer, rc int32, err error, postID int64) (own, fatal error) {
 	switch {
 	case rc == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 		// The post, or the user, does not exist: which one decides 404 or 500.
-		exists, xerr := s.writerPostExists(w, o.postID)
+		exists, xerr := s.writerPostExists(w, postID)
 		switch {
 		case xerr != nil:
-			return xerr
+			return nil, xerr
 		case !exists:
-			o.err = ErrPostNotFound
-		default:
-			o.err = err
+			return ErrPostNotFound, nil
 		}
-		return nil
+		return err, nil
 	case rc&0xff == sqlite3.SQLITE_CONSTRAINT:
-		o.err = err
-		return nil
+		return err, nil
 	}
-	return err
+	return nil, err
+}
+
+// postError is likeError for a post: a constraint (a user without a users row) is the
+// post's own error, anything else ends the transaction.
+func postError(rc int32, err error) (own, fatal error) {
+	if rc&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return err, nil
+	}
+	return nil, err
 }
 
 // insertPost runs one new post inside the batch's transaction, as insertLike.
@@ -376,10 +397,7 @@ func (s *Store) insertPost(w *writer, o *op) error {
 	err := c.ErrorFor(rc)
 	c.Reset(st)
 	o.id, o.nCreated = 0, 0
-	if rc&0xff == sqlite3.SQLITE_CONSTRAINT { // a user without a users row
-		o.err = err
-		return nil
-	}
+	o.err, err = postError(rc, err)
 	return err
 }
 

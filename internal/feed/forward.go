@@ -25,7 +25,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/onehost/onehost/internal/owner"
 	"github.com/onehost/onehost/internal/writepath"
@@ -47,7 +46,6 @@ var errMalformed = errors.New("malformed write message")
 // result.
 func (s *Store) exec(o *op) {
 	start := writepath.Now()
-	began := time.Now()
 	for s.node != nil {
 		o.wire = appendRequest(o.wire[:0], o)
 		ans, err := s.node.Forward(o.wire, o.wire[len(o.wire):])
@@ -67,7 +65,7 @@ func (s *Store) exec(o *op) {
 		if s.flog == nil || s.node.Role() == owner.RoleOwner {
 			break
 		}
-		if s.flog.waitForOwner(o, began) {
+		if s.flog.waitForOwner(o, start) {
 			s.wp.Write(start, true)
 			return
 		}

@@ -162,13 +162,7 @@ func (s *Store) applyMsgs(msgs []LogMsg, results []intentResult, bounds []int) (
 		return results, bounds, 0, fmt.Errorf("begin apply: %w", c.ErrorFor(rc))
 	}
 	fail := func(err error) ([]intentResult, []int, uint64, error) {
-		if !c.Autocommit() {
-			if rc := c.Step(w.rollback); rc != sqlite3.SQLITE_DONE {
-				err = errors.Join(err, fmt.Errorf("roll back: %w", c.ErrorFor(rc)))
-			}
-			c.Reset(w.rollback)
-		}
-		return results, bounds, 0, err
+		return results, bounds, 0, w.rollbackOn(err)
 	}
 	stored, err := s.readPosition(c)
 	if err != nil {
@@ -238,22 +232,7 @@ func (s *Store) applyIntent(w *writer, in intent, createdAt []byte, r *intentRes
 		}
 		err := c.ErrorFor(rc)
 		c.Reset(st)
-		switch {
-		case rc == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			exists, xerr := s.writerPostExists(w, in.postID)
-			switch {
-			case xerr != nil:
-				return xerr
-			case !exists:
-				r.err = ErrPostNotFound
-			default:
-				r.err = err
-			}
-			return nil
-		case rc&0xff == sqlite3.SQLITE_CONSTRAINT:
-			r.err = err
-			return nil
-		}
+		r.err, err = s.likeError(w, rc, err, in.postID)
 		return err
 	default: // opPost
 		st := ls.insertPost
@@ -272,10 +251,7 @@ func (s *Store) applyIntent(w *writer, in intent, createdAt []byte, r *intentRes
 		err := c.ErrorFor(rc)
 		c.Reset(st)
 		r.id = 0
-		if rc&0xff == sqlite3.SQLITE_CONSTRAINT {
-			r.err = err
-			return nil
-		}
+		r.err, err = postError(rc, err)
 		return err
 	}
 }
@@ -344,8 +320,6 @@ func (w *logWriter) apply(msgs []LogMsg) error {
 	if err != nil {
 		return err
 	}
-	w.appliedMsgs.Add(uint64(len(msgs)))
-	w.applied.Add(uint64(len(w.results)))
 	w.lastApplied.Store(last)
 	for i, m := range msgs {
 		if bounds[i] < 0 || len(m.ID) < len(w.prefix) || m.ID[:len(w.prefix)] != w.prefix {

@@ -30,7 +30,8 @@ const snapshotDelay = 2 * time.Second
 // maybeSnapshot starts a snapshot in the background when one is due here: the applier
 // runs (for snapshotDelay at least), this host leads, and the log holds no snapshot yet or
 // SnapshotEvery messages were applied since the last one. (The janitor asks.)
-func (w *logWriter) maybeSnapshot(applied uint64) {
+func (w *logWriter) maybeSnapshot() {
+	applied := w.lastApplied.Load()
 	since := w.since.Load()
 	if w.every == NoSnapshots || since == 0 || time.Since(time.Unix(0, since)) < snapshotDelay || w.snapshotting.Load() {
 		return
@@ -56,8 +57,6 @@ func (w *logWriter) maybeSnapshot(applied uint64) {
 
 // snapshot takes, stores and purges (see the top of this file).
 func (w *logWriter) snapshot() error {
-	w.snapMu.Lock()
-	defer w.snapMu.Unlock()
 	began := time.Now()
 	tmp := w.s.path + ".snapshot"
 	os.Remove(tmp)
@@ -130,9 +129,13 @@ func filePosition(path string) (uint64, error) {
 type SnapshotSource interface {
 	// Bounds are the log's first and last sequences.
 	Bounds(ctx context.Context) (first, last uint64, err error)
-	// GetSnapshot writes the latest snapshot to w and returns its sequence.
+	// GetSnapshot writes the latest snapshot to w and returns its sequence; its error
+	// is ErrNoSnapshot (errors.Is) when the log holds none yet.
 	GetSnapshot(ctx context.Context, w io.Writer) (uint64, error)
 }
+
+// ErrNoSnapshot is a SnapshotSource's answer when its log holds no snapshot yet.
+var ErrNoSnapshot = errors.New("the write log holds no snapshot yet")
 
 // ErrNoDatabase reports a fleet host with no database and no snapshot to start from.
 var ErrNoDatabase = errors.New("no database file here and no snapshot in the write log: seed the first host's file (worker seed -db PATH) and start it; the other hosts start from its snapshot")
@@ -154,7 +157,9 @@ func RestoreFromLog(ctx context.Context, path string, src SnapshotSource, log *z
 	if err != nil {
 		return false, fmt.Errorf("restore from the write log: %w", err)
 	}
-	if _, err := os.Stat(path); err == nil {
+	_, serr := os.Stat(path)
+	missing := errors.Is(serr, os.ErrNotExist) // under the restore lock: it stays so
+	if serr == nil {
 		pos, err := filePosition(path)
 		if err != nil {
 			return false, fmt.Errorf("restore from the write log: %w", err)
@@ -164,8 +169,8 @@ func RestoreFromLog(ctx context.Context, path string, src SnapshotSource, log *z
 		}
 		log.Warn("the database is older than the write log's first message: starting again from the latest snapshot",
 			zap.String("db", path), zap.Uint64("holds", pos), zap.Uint64("log_first", first))
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return false, fmt.Errorf("restore from the write log: %w", err)
+	} else if !missing {
+		return false, fmt.Errorf("restore from the write log: %w", serr)
 	}
 	tmp := path + ".restoring"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -181,7 +186,7 @@ func RestoreFromLog(ctx context.Context, path string, src SnapshotSource, log *z
 		err = cerr
 	}
 	if err != nil {
-		if _, serr := os.Stat(path); os.IsNotExist(serr) && strings.Contains(err.Error(), "no snapshot") {
+		if missing && errors.Is(err, ErrNoSnapshot) {
 			return false, ErrNoDatabase
 		}
 		return false, fmt.Errorf("restore from the write log: %w", err)

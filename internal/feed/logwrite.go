@@ -40,6 +40,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/onehost/onehost/internal/owner"
+	"github.com/onehost/onehost/internal/writepath"
 )
 
 // Log is the fleet's write log as the Store uses it (internal/writelog's Log, through a
@@ -118,12 +119,9 @@ type logWriter struct {
 	lastApplied atomic.Uint64 // the file's position after the last apply
 	since       atomic.Int64  // when the running applier started (unix ns; 0: none)
 
-	snapMu       sync.Mutex // one snapshot at a time
-	snapshotting atomic.Bool
+	snapshotting atomic.Bool   // one snapshot at a time (maybeSnapshot)
 	hasSnap      atomic.Bool   // the log holds a snapshot (known here)
 	lastSnap     atomic.Uint64 // the latest snapshot's sequence known here
-
-	applied, appliedMsgs, undecided atomic.Uint64 // counters (LogStats)
 }
 
 // applier is a running follow of the log.
@@ -201,7 +199,6 @@ func (w *logWriter) claim(id string) *pendingBatch {
 
 // fail answers every op of pb with err.
 func (w *logWriter) fail(pb *pendingBatch, err error) {
-	w.undecided.Add(uint64(len(pb.ops)))
 	for _, o := range pb.ops {
 		o.err = err
 		o.created, o.id, o.nCreated = false, 0, 0
@@ -237,7 +234,7 @@ func (w *logWriter) janitor() {
 		case <-t.C:
 		}
 		w.expire(time.Now().Add(-w.timeout - time.Second))
-		w.maybeSnapshot(w.lastApplied.Load())
+		w.maybeSnapshot()
 	}
 }
 
@@ -343,17 +340,14 @@ func (w *logWriter) close() {
 	w.expire(time.Now().Add(time.Hour))
 	close(w.stop)
 	close(w.acks)
-	w.wg.Wait()
-	// A barrier: a snapshot in progress ends before the Store closes its file.
-	w.snapMu.Lock()
-	//lint:ignore SA2001 the lock is taken only to wait for the snapshot that holds it
-	w.snapMu.Unlock()
+	w.wg.Wait() // a snapshot in progress too (the janitor adds it): it ends before the Store closes its file
 }
 
 // waitForOwner is exec's wait when there is no owner to forward to in fleet mode: this
-// process must not write the file itself. It reports whether to give up (o failed).
-func (w *logWriter) waitForOwner(o *op, start time.Time) (gaveUp bool) {
-	if time.Since(start) >= w.timeout {
+// process must not write the file itself. start is when the write began (a
+// writepath.Now). It reports whether to give up (o failed).
+func (w *logWriter) waitForOwner(o *op, start int64) (gaveUp bool) {
+	if time.Duration(writepath.Now()-start) >= w.timeout {
 		o.err = errNoOwnerFleet
 		return true
 	}
@@ -394,20 +388,4 @@ func (s *Store) Serving() string {
 		return ""
 	}
 	return s.flog.log.Serving()
-}
-
-// LogStats counts the fleet's writes as this process saw them.
-type LogStats struct {
-	// Applied counts the messages this process applied, and AppliedWrites the writes in them.
-	Applied, AppliedWrites uint64
-	// Undecided counts writes answered as undecided.
-	Undecided uint64
-}
-
-// LogStats returns the counters (zero without Options.Log).
-func (s *Store) LogStats() LogStats {
-	if s.flog == nil {
-		return LogStats{}
-	}
-	return LogStats{Applied: s.flog.appliedMsgs.Load(), AppliedWrites: s.flog.applied.Load(), Undecided: s.flog.undecided.Load()}
 }

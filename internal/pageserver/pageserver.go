@@ -10,6 +10,8 @@
 //     worker);
 //   - at most MaxConns connections at once; more are closed as they are accepted (a
 //     browser or Prometheus retries), and said in the log now and then;
+//   - a request for another host name than the port's own, localhost, an IP address or
+//     one of AllowedHosts is refused (HostCheck: DNS rebinding);
 //   - the server's own errors go to the log.
 //
 // Non-goals: TLS, authentication (the pages read; bind them to a private address).
@@ -41,11 +43,15 @@ type Config struct {
 	// IdleTimeout closes a kept-alive connection that sends no further request. Default
 	// 30 s.
 	IdleTimeout time.Duration
+	// AllowedHosts are the host names the page answers to besides its own address's,
+	// localhost and IP addresses (HostCheck).
+	AllowedHosts []string
 }
 
 // Server is one page's listener and server.
 type Server struct {
 	cfg     Config
+	addr    string // as given to Listen: HostCheck's own name
 	ln      *capListener
 	srv     *http.Server
 	served  chan struct{}
@@ -70,16 +76,17 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
-	return &Server{cfg: cfg, ln: &capListener{Listener: ln, slots: make(chan struct{}, cfg.MaxConns), log: cfg.Logger, name: cfg.Name},
+	return &Server{cfg: cfg, addr: addr, ln: &capListener{Listener: ln, slots: make(chan struct{}, cfg.MaxConns), log: cfg.Logger, name: cfg.Name},
 		served: make(chan struct{})}, nil
 }
 
 // Addr is the address bound (the real port when asked for 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Serve serves h in a goroutine of the Server's until Close. It is called once.
+// Serve serves h, behind HostCheck, in a goroutine of the Server's until Close. It is
+// called once.
 func (s *Server) Serve(h http.Handler) {
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
+	s.srv = &http.Server{Handler: HostCheck(s.cfg.Name, s.addr, s.cfg.AllowedHosts, h), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
 		ErrorLog: zap.NewStdLog(s.cfg.Logger.With(zap.String("page", s.cfg.Name)))}
 	s.serving.Store(true)
 	go func() {

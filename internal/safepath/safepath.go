@@ -157,6 +157,9 @@ func MkdirAll(dir string) error {
 	if err := CheckDir(existing); err != nil {
 		return err
 	}
+	if existing == abs {
+		return nil // it exists, and the whole path was just checked
+	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
 	}

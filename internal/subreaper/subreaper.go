@@ -48,8 +48,6 @@ type Config struct {
 	// Grace is how long a zombie child that could be an exec.Cmd's is left for its Wait.
 	// Default 30 s.
 	Grace time.Duration
-	// Proc is /proc's path. Default /proc.
-	Proc string
 }
 
 // Reaper reaps the orphans handed to this process until Close.
@@ -125,14 +123,14 @@ func (r *Reaper) run() {
 // comment).
 func (r *Reaper) sweep(now time.Time) {
 	self, group := os.Getpid(), syscall.Getpgrp()
-	kids, err := procstat.Children(r.cfg.Proc, self)
+	kids, err := procstat.Children("", self)
 	if err != nil {
 		r.cfg.Logger.Warn("subreaper: list children", zap.Error(err))
 		return
 	}
 	still := make(map[int]zombie, len(r.seen))
 	for _, pid := range kids {
-		l, err := procstat.ReadLineage(r.cfg.Proc, pid)
+		l, err := procstat.ReadLineage("", pid)
 		if err != nil || !l.Zombie {
 			continue
 		}

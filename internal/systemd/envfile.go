@@ -118,7 +118,7 @@ func (p *parser) assignment(i int) (int, error) {
 	if eq == len(t) || t[eq] != '=' {
 		return 0, p.errf("%q: want NAME=VALUE (systemd drops a line without '=')", key)
 	}
-	if !validName(key) {
+	if !ValidEnvName(key) {
 		return 0, p.errf("%q: want NAME=VALUE, NAME of letters, digits and '_' not starting with a digit (systemd drops other names)", key)
 	}
 	i = eq + 1
@@ -215,8 +215,9 @@ func (p *parser) errAt(line int, format string, a ...any) error {
 	return fmt.Errorf("line %d: "+format, append([]any{line}, a...)...)
 }
 
-// validName: a shell variable's name.
-func validName(s string) bool {
+// ValidEnvName reports whether s is a shell variable's name (an env file's key, an
+// ecosystem file's env_NAME, startup's -env NAME).
+func ValidEnvName(s string) bool {
 	if s == "" || s[0] >= '0' && s[0] <= '9' {
 		return false
 	}

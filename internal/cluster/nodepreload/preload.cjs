@@ -176,6 +176,16 @@
     return typeof args[1] === 'string' ? args[1] : '';
   }
 
+  // backlogOf is listen's options' backlog (undefined: Node's default), callbackOf its
+  // callback (its last argument, when a function).
+  function backlogOf(args) {
+    const a = args[0];
+    return a !== null && typeof a === 'object' ? a.backlog : undefined;
+  }
+  function callbackOf(args) {
+    return typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
+  }
+
   // plainIP reads an address as Node reports it, v4-mapped IPv6 as IPv4.
   function plainIP(a) {
     a = String(a || '').toLowerCase();
@@ -249,8 +259,9 @@
     announce(this, 'onehost:listening');
     keepHost(this, hostOf(args));
     const opts = { fd: 3 };
-    if (a !== null && typeof a === 'object' && a.backlog !== undefined) opts.backlog = a.backlog;
-    const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
+    const backlog = backlogOf(args);
+    if (backlog !== undefined) opts.backlog = backlog;
+    const cb = callbackOf(args);
     return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
   };
 
@@ -278,9 +289,8 @@
     if (asked.has(key)) return fail(server, inUse(port));
     asked.add(key);
     servers.push(server);
-    const a = args[0];
-    const backlog = a !== null && typeof a === 'object' ? a.backlog : undefined;
-    const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
+    const backlog = backlogOf(args);
+    const cb = callbackOf(args);
     if (cb) server.once('listening', cb); // now, as listen would add it
     ask(port, host, (m, handle) => {
       if (m.error || !handle) {
