@@ -115,7 +115,17 @@ func startSupervisorArgsIn(t *testing.T, wd, supervisor string, args ...string) 
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
+		// Bounded, so that a supervisor that does not stop shows its log rather than
+		// hanging the package until go test's own timeout.
+		waited := make(chan struct{})
+		go func() { cmd.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(time.Minute):
+			t.Logf("supervisor %d did not stop within a minute of SIGTERM: killed", cmd.Process.Pid)
+			cmd.Process.Kill()
+			<-waited
+		}
 		if t.Failed() {
 			t.Logf("supervisor %d log:\n%s", cmd.Process.Pid, logs)
 		}
