@@ -134,8 +134,7 @@ func runChallenge(ctx context.Context, args []string, getenv func(string) string
 	defer os.RemoveAll(work)
 	if c.instances > 0 && c.config == "" {
 		// The one this binary carries, so that the challenge runs from any directory.
-		c.config = filepath.Join(work, "cluster.yaml")
-		if err := os.WriteFile(c.config, []byte(configs.Cluster), 0o644); err != nil {
+		if c.config, err = configs.WriteCluster(work); err != nil {
 			return fmt.Errorf("challenge: write the built-in cluster configuration: %w", err)
 		}
 	}

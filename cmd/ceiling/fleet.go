@@ -182,9 +182,7 @@ func (f *fleetFlags) setup(stderr io.Writer) (fleetSetup, error) {
 		return st, fmt.Errorf("fleet: find this executable for pinning: %w", err)
 	}
 	for i, t := range []struct{ path, builtIn string }{{f.haTmpl, configs.HAProxy}, {f.nftTmpl, configs.NftBalancer}} {
-		if t.path == "" {
-			st.tmpls[i] = []byte(t.builtIn)
-		} else if st.tmpls[i], err = os.ReadFile(t.path); err != nil {
+		if st.tmpls[i], err = configs.Read(t.path, t.builtIn); err != nil {
 			return st, fmt.Errorf("fleet: read template: %w", err)
 		}
 	}

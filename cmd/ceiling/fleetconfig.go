@@ -17,10 +17,6 @@ import (
 	"github.com/onehost/onehost/internal/balancer"
 )
 
-// defaultFleetAgentPort is the port every host's agent answers on: `supervisor run -agent
-// 0.0.0.0:9777`, the agent of configs/cluster.yaml and docs/supervisor.md.
-const defaultFleetAgentPort = balancer.DefaultAgentPort
-
 // runFleetConfig is `ceiling fleet-config`: the balancer's configuration for the user's own
 // hosts (HAProxy's haproxy.cfg or the nftables ruleset), rendered from the same templates
 // and by the same code as the tests' and `ceiling fleet`'s balancers (internal/balancer),
@@ -76,7 +72,7 @@ func parseFleetConfigFlags(args []string, stderr io.Writer) (*fleetConfigFlags, 
 	fs.StringVar(&f.balancer, "balancer", "haproxy", "haproxy (haproxy.cfg) or nft (the nftables ruleset, DNAT in the kernel)")
 	fs.Var(&f.hosts, "host", "a host behind the balancer, NAME=HOST:PORT: its name (what `set server hosts/NAME` takes; default hI, I its place from 0), its address and the port its `supervisor run -listen` serves; repeat for each host")
 	fs.StringVar(&f.listen, "listen", ":80", "where clients connect: HAProxy's bind (HOST:PORT, or :PORT for every address); for nft VIP:PORT, an IPv4 address of the balancer")
-	fs.IntVar(&f.agentPort, "agent-port", defaultFleetAgentPort, "the port every host's agent answers on (supervisor run -agent 0.0.0.0:PORT)")
+	fs.IntVar(&f.agentPort, "agent-port", balancer.DefaultAgentPort, "the port every host's agent answers on (supervisor run -agent 0.0.0.0:PORT)")
 	fs.StringVar(&f.balance, "balance", "roundrobin", "HAProxy's balance: roundrobin or leastconn")
 	fs.DurationVar(&f.checkInter, "check-inter", balancer.DefaultInter, "HAProxy's HTTP check interval (GET /health)")
 	fs.DurationVar(&f.agentInter, "agent-inter", balancer.DefaultInter, "HAProxy's agent check interval")
@@ -111,14 +107,13 @@ func (f *fleetConfigFlags) render() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl := []byte(configs.HAProxy)
+	builtIn := configs.HAProxy
 	if nft {
-		tmpl = []byte(configs.NftBalancer)
+		builtIn = configs.NftBalancer
 	}
-	if f.tmpl != "" {
-		if tmpl, err = os.ReadFile(f.tmpl); err != nil {
-			return nil, fmt.Errorf("fleet-config: -template: %w", err)
-		}
+	tmpl, err := configs.Read(f.tmpl, builtIn)
+	if err != nil {
+		return nil, fmt.Errorf("fleet-config: -template: %w", err)
 	}
 	if nft {
 		return f.renderNft(tmpl, hosts)

@@ -226,7 +226,7 @@ func FuzzFleetHost(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !validHostName(h.name) || h.port < 1 || h.port > 65535 || h.host == "" {
+		if !balancer.ValidName(h.name) || h.port < 1 || h.port > 65535 || h.host == "" {
 			t.Fatalf("%q accepted as %+v", v, h)
 		}
 		ip := net.ParseIP(h.host)

@@ -5,6 +5,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/onehost/onehost/internal/balancer"
+	"github.com/onehost/onehost/internal/fleetspec"
 )
 
 // fleetHost is one -host of `ceiling fleet-config`.
@@ -48,7 +51,7 @@ func parseFleetHost(v string, i int, ipv4Only bool) (fleetHost, error) {
 	h := fleetHost{flag: v, name: "h" + strconv.Itoa(i)}
 	addr := v
 	if name, rest, ok := strings.Cut(v, "="); ok {
-		if !validHostName(name) {
+		if !balancer.ValidName(name) {
 			return h, fmt.Errorf("name %q: use letters, digits, '-', '_' and '.' (NAME=HOST:PORT, e.g. h1=10.0.0.1:3000)", name)
 		}
 		h.name, addr = name, rest
@@ -89,35 +92,13 @@ func parseFleetHost(v string, i int, ipv4Only bool) (fleetHost, error) {
 	return h, nil
 }
 
-// validHostName is what HAProxy takes as a server's name (internal/balancer's rule too).
-func validHostName(s string) bool {
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// validDNSName: labels of letters, digits and '-' (not at either end), at most 63 bytes
-// each and 253 in all, the last not all digits (10.0.0.300 is a mistyped address, not a
-// name).
+// validDNSName: a host name as fleetspec.ValidHostname takes it (one trailing '.'
+// allowed), the last label not all digits (10.0.0.300 is a mistyped address, not a name).
 func validDNSName(s string) bool {
 	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
+	if !fleetspec.ValidHostname(s) {
 		return false
 	}
-	labels := strings.Split(s, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, c := range l {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	last := labels[len(labels)-1]
+	last := s[strings.LastIndexByte(s, '.')+1:]
 	return strings.Trim(last, "0123456789") != ""
 }

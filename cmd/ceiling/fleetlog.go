@@ -28,7 +28,7 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 	n := fs.Int("n", 1, "workers per host")
 	conns := fs.Int("conns", 32, "the generator's connections in the closed-loop phases (mix, likes, reads)")
 	d := fs.Duration("d", 10*time.Second, "each phase's measured time")
-	warmup := fs.Duration("warmup", 2*time.Second, "each phase's warm-up")
+	warmup := fs.Duration("warmup", 2*time.Second, "each phase's warm-up (0: the default, 2 s; a negative one, e.g. -1s: none)")
 	rate := fs.Int("rate", 2000, "writes per second of the fixed-rate phase, over all hosts")
 	repeat := fs.Int("repeat", 1, "rounds (a fresh fleet each); quote medians")
 	faults := fs.Bool("faults", false, "at the largest H (3 at least): the leader's host killed -9 and stopped, a log node killed -9")

@@ -67,12 +67,8 @@ func runPin(args []string, stderr io.Writer) error {
 	return fmt.Errorf("pin: exec %s: %w", path, syscall.Exec(path, fs.Args(), os.Environ()))
 }
 
-// selfPin is the sweep's Pin: it runs argv through `ceiling pin` (this executable).
-func selfPin(self string) func(cpus []int, argv []string) []string {
-	return selfPinFIFO(self, 0)
-}
-
-// selfPinFIFO is selfPin at SCHED_FIFO priority fifo (0: the normal policy).
+// selfPinFIFO is the sweep's Pin: it runs argv through `ceiling pin` (this executable),
+// at SCHED_FIFO priority fifo (0: the normal policy).
 func selfPinFIFO(self string, fifo int) func(cpus []int, argv []string) []string {
 	return func(cpus []int, argv []string) []string {
 		a := []string{self, "pin", "-cpus", ceiling.FormatCPUList(cpus)}

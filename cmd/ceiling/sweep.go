@@ -33,6 +33,7 @@ type common struct {
 	d, warmup                               time.Duration
 	connsPerWorker, pipelining, serverCPU0  int
 	hostBusyRepeats                         int
+	fifo                                    int       // SCHED_FIFO priority of the pinned processes (nic's -fifo); 0: the normal policy
 	app                                     *appFlags // the user's app (sweep -app); nil: our worker
 	noPin, keep                             bool
 	logLevel                                string
@@ -238,7 +239,7 @@ func (c *common) prepare(ctx context.Context, sub string, log *zap.Logger, stdou
 		ClusterConfig: c.config, SeedDB: seedDB, Tokens: tokens, JWTSecret: c.secret, WorkDir: work,
 		Workloads: wls, Duration: c.d, Warmup: c.warmup, ConnsPerWorker: c.connsPerWorker, HostBusyRepeats: c.hostBusyRepeats,
 		Pipelining: c.pipelining, ServerCPU0: c.serverCPU0, GenCPUs: gen, NoPin: c.noPin, Compress: c.compress,
-		Pin: selfPin(self), Logger: log, Progress: filepath.Join(p.dir, progress.FileName),
+		Pin: selfPinFIFO(self, c.fifo), Logger: log, Progress: filepath.Join(p.dir, progress.FileName),
 		Report: func(r ceiling.Run) {
 			fmt.Fprintln(stdout, r.Line())
 			ceiling.AppendJSONLine(p.jsonl, r)
@@ -476,15 +477,15 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	n := fs.Int("n", 1, "workers (cluster) or GOMAXPROCS (single)")
 	mode := fs.String("mode", "cluster", "cluster or single")
 	rates := fs.String("rates", "100mbit,1gbit,10gbit", "link rates to emulate")
-	fifo := fs.Int("fifo", 0, "run the server and the generator at this SCHED_FIFO real-time priority (1-99): other work on a busy host cannot delay them, so the link is what the runs measure (docs/ceiling.md); 0: the normal policy")
+	fs.IntVar(&c.fifo, "fifo", 0, "run the server and the generator at this SCHED_FIFO real-time priority (1-99): other work on a busy host cannot delay them, so the link is what the runs measure (docs/ceiling.md); 0: the normal policy")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("nic: unexpected argument %q", fs.Arg(0))
 	}
-	if *fifo < 0 || *fifo > 99 {
-		return fmt.Errorf("nic: -fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", *fifo)
+	if c.fifo < 0 || c.fifo > 99 {
+		return fmt.Errorf("nic: -fifo %d: want 1-99 (SCHED_FIFO priority), or 0 for the normal policy", c.fifo)
 	}
 	set := explicit(fs)
 	if c.quick && !set["d"] {
@@ -519,13 +520,8 @@ func runNIC(ctx context.Context, args []string, getenv func(string) string, stdo
 	p.cfg.Ns, p.cfg.Modes = []int{*n}, []string{*mode}
 	p.sweep.Notes = append(p.sweep.Notes,
 		"loopback of a private network namespace shaped by a tbf qdisc: requests, responses and ACKs share the token bucket (lo_bytes_per_s counts them all)")
-	if *fifo > 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("nic: find this executable: %w", err)
-		}
-		p.cfg.Pin = selfPinFIFO(self, *fifo)
-		p.sweep.Notes = append(p.sweep.Notes, fmt.Sprintf("the server and the generator ran at SCHED_FIFO priority %d (-fifo)", *fifo))
+	if c.fifo > 0 {
+		p.sweep.Notes = append(p.sweep.Notes, fmt.Sprintf("the server and the generator ran at SCHED_FIFO priority %d (-fifo)", c.fifo))
 	}
 	s, err := ceiling.NewSweeper(p.cfg)
 	if err != nil {

@@ -102,10 +102,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	if fs.NArg() > 0 {
 		return fleetspec.Spec{}, "", fmt.Errorf("unexpected argument %q: lognode takes flags only", fs.Arg(0))
 	}
-	list, err := fleetspec.ParseHosts(*hosts)
-	if err != nil {
-		return fleetspec.Spec{}, "", err
-	}
-	spec := fleetspec.Spec{Hosts: list, Self: *self, Dir: *dir, Sync: *sync}
-	return spec, *level, spec.Validate()
+	spec, err := fleetspec.Parse(*hosts, *self, *dir, *sync)
+	return spec, *level, err
 }

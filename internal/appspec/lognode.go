@@ -53,18 +53,14 @@ func (src Source) fleetOf(specs []cluster.App) (spec fleetspec.Spec, ok bool, er
 			return spec, false, nil
 		}
 	}
-	hosts, err := fleetspec.ParseHosts(fc.Hosts)
-	if err != nil {
-		return spec, false, err
-	}
 	dir := fc.Dir
 	if dir != "" {
 		if dir, err = filepath.Abs(dir); err != nil {
 			return spec, false, fmt.Errorf("fleet-dir: %w", err)
 		}
 	}
-	spec = fleetspec.Spec{Hosts: hosts, Self: fc.Self, Dir: dir, Sync: fc.Sync}
-	return spec, true, spec.Validate()
+	spec, err = fleetspec.Parse(fc.Hosts, fc.Self, dir, fc.Sync)
+	return spec, err == nil, err
 }
 
 // withLogNode adds the log node's app to specs and the fleet's settings to every app's

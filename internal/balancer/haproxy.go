@@ -115,7 +115,7 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	seen := map[string]bool{}
 	for i, s := range p.Servers {
 		name := cmp.Or(s.Name, "h"+strconv.Itoa(i))
-		if !validName(name) {
+		if !ValidName(name) {
 			return nil, fmt.Errorf("%s: Servers[%d].Name %q: use letters, digits, '-', '_' and '.'", what, i, name)
 		}
 		if seen[name] {
@@ -148,7 +148,7 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	if !p.KeepPrivileges {
 		user, group, chroot := cmp.Or(p.User, DefaultUser), cmp.Or(p.Group, DefaultGroup), cmp.Or(p.Chroot, DefaultChroot)
 		for field, name := range map[string]string{"User": user, "Group": group} {
-			if !validName(name) {
+			if !ValidName(name) {
 				return nil, fmt.Errorf("%s: %s %q: use letters, digits, '-', '_' and '.'", what, field, name)
 			}
 		}
@@ -165,7 +165,7 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	}
 	access := "mode 600"
 	if p.StatsGroup != "" {
-		if !validName(p.StatsGroup) {
+		if !ValidName(p.StatsGroup) {
 			return nil, fmt.Errorf("%s: StatsGroup %q: use letters, digits, '-', '_' and '.'", what, p.StatsGroup)
 		}
 		access = "mode 660 user root group " + p.StatsGroup
@@ -190,7 +190,9 @@ func RenderHAProxy(tmpl []byte, p HAProxyParams) ([]byte, error) {
 	})
 }
 
-func validName(s string) bool {
+// ValidName says whether s is a name HAProxy takes for a server (or a group): letters,
+// digits, '-', '_' and '.', at least one.
+func ValidName(s string) bool {
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
 			return false

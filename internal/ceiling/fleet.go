@@ -285,6 +285,37 @@ func (f *Fleet) runFleet(ctx context.Context, round, h int) error {
 	return ctx.Err()
 }
 
+// haproxyAt is where and how startHAProxy runs HAProxy: its files in dir, its messages to
+// the file log, listening on listen in front of servers with threads threads, its command
+// line rewritten by wrap (run in the balancer's namespace, pinned).
+type haproxyAt struct {
+	dir, log, listen string
+	servers          []balancer.Server
+	threads          int
+	wrap             func(argv []string) []string
+}
+
+// startHAProxy starts HAProxy for `ceiling fleet` and `ceiling fleet -log` with the
+// production rendering: the HTTP check on /health and the agent-check on every host's
+// supervisor (-agent at DefaultAgentPort), each once a second. Its errors are the file
+// system's and balancer.StartHAProxy's: the caller says which fleet.
+func startHAProxy(ctx context.Context, tmpl []byte, at haproxyAt) (*balancer.HAProxy, error) {
+	if err := os.MkdirAll(at.dir, 0o755); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(at.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // HAProxy has its own descriptor of it (an *os.File is passed as is)
+	return balancer.StartHAProxy(ctx, tmpl, balancer.HAProxyOptions{
+		Dir: at.dir, Stderr: logf,
+		Params: balancer.HAProxyParams{Listen: at.listen, Servers: at.servers, Threads: at.threads,
+			AgentPort: balancer.DefaultAgentPort, CheckInter: time.Second, AgentInter: time.Second},
+		Wrap: at.wrap,
+	})
+}
+
 // behind puts balancer b in front of the hosts and runs every workload through it.
 func (f *Fleet) behind(ctx context.Context, round int, fh *fleetHosts, b string) error {
 	nw := fh.net
@@ -299,29 +330,15 @@ func (f *Fleet) behind(ctx context.Context, round int, fh *fleetHosts, b string)
 			servers = append(servers, balancer.Server{Addr: s.Addr})
 		}
 		dir := filepath.Join(f.cfg.Sweep.WorkDir, fmt.Sprintf("haproxy-r%d-h%d", round, len(fh.servers)))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("fleet: %w", err)
-		}
-		logf, err := os.Create(filepath.Join(dir, "haproxy.log"))
-		if err != nil {
-			return fmt.Errorf("fleet: %w", err)
-		}
-		defer logf.Close()
-		threads := max(len(f.cfg.BalancerCPUs), 1)
 		addr := net.JoinHostPort(lb.Addr, "8080")
-		hp, err := balancer.StartHAProxy(ctx, f.cfg.HAProxyTemplate, balancer.HAProxyOptions{
-			Dir: dir, Stderr: logf,
-			// The production rendering: the HTTP check on /health and the agent-check on
-			// every host's supervisor (-agent at DefaultAgentPort), each once a second.
-			Params: balancer.HAProxyParams{Listen: addr, Servers: servers, Threads: threads,
-				AgentPort: balancer.DefaultAgentPort, CheckInter: time.Second, AgentInter: time.Second},
-			Wrap: func(argv []string) []string {
+		hp, err := startHAProxy(ctx, f.cfg.HAProxyTemplate, haproxyAt{dir: dir, log: filepath.Join(dir, "haproxy.log"),
+			listen: addr, servers: servers, threads: max(len(f.cfg.BalancerCPUs), 1),
+			wrap: func(argv []string) []string {
 				if f.cfg.BalancerCPUs != nil {
 					argv = f.cfg.Pin(f.cfg.BalancerCPUs, "", argv)
 				}
 				return fleetns.Wrap(lb.Name)(argv)
-			},
-		})
+			}})
 		if err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}

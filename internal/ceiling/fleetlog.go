@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -50,7 +49,7 @@ type FleetLogConfig struct {
 	N int
 	// Conns is the generator's connections for the closed-loop phases; default 32.
 	Conns int
-	// Duration and Warmup of each phase; default 10 s and 2 s.
+	// Duration and Warmup of each phase; default 10 s and 2 s; a negative Warmup: none.
 	Duration, Warmup time.Duration
 	// Rate is the fixed-rate phase's writes per second, over all hosts; default 2000.
 	Rate int
@@ -215,6 +214,7 @@ func (h *logHost) url() string { return "http://" + net.JoinHostPort(h.addr, "30
 type logFleet struct {
 	net   *fleetns.Net
 	hosts []*logHost
+	list  string // the -fleet list every host runs with: hI=ADDR,...
 	hp    *balancer.HAProxy
 	lb    string // http://ADDR:PORT
 	log   bool
@@ -281,6 +281,7 @@ func (f *FleetLog) start(ctx context.Context, nw *fleetns.Net, round int, withLo
 	for i, h := range nw.Hosts {
 		list = append(list, fmt.Sprintf("h%d=%s", i+1, h.Addr))
 	}
+	fl.list = strings.Join(list, ",")
 	for i, ns := range nw.Hosts {
 		dir := filepath.Join(f.cfg.WorkDir, fmt.Sprintf("r%d-h%d-of-%d", round, i+1, len(nw.Hosts)))
 		os.RemoveAll(dir)
@@ -292,7 +293,7 @@ func (f *FleetLog) start(ctx context.Context, nw *fleetns.Net, round int, withLo
 			return fl, err
 		}
 		fl.hosts = append(fl.hosts, h)
-		if err := f.startHost(fl, h, strings.Join(list, ",")); err != nil {
+		if err := f.startHost(fl, h); err != nil {
 			return fl, err
 		}
 	}
@@ -306,21 +307,10 @@ func (f *FleetLog) start(ctx context.Context, nw *fleetns.Net, round int, withLo
 		servers = append(servers, balancer.Server{Addr: net.JoinHostPort(h.addr, "3000")})
 	}
 	addr := net.JoinHostPort(nw.LB.Addr, "8080")
-	logf, err := os.Create(filepath.Join(f.cfg.WorkDir, fmt.Sprintf("haproxy-r%d-h%d.log", round, len(nw.Hosts))))
-	if err != nil {
-		return fl, err
-	}
-	defer logf.Close()
-	hdir := filepath.Join(f.cfg.WorkDir, fmt.Sprintf("haproxy-r%d-h%d", round, len(nw.Hosts)))
-	if err := os.MkdirAll(hdir, 0o755); err != nil {
-		return fl, err
-	}
-	hp, err := balancer.StartHAProxy(ctx, f.cfg.HAProxyTemplate, balancer.HAProxyOptions{
-		Dir: hdir, Stderr: logf,
-		Params: balancer.HAProxyParams{Listen: addr, Servers: servers, Threads: 1, AgentPort: balancer.DefaultAgentPort,
-			CheckInter: time.Second, AgentInter: time.Second},
-		Wrap: fleetns.Wrap(nw.LB.Name),
-	})
+	hp, err := startHAProxy(ctx, f.cfg.HAProxyTemplate, haproxyAt{
+		dir:    filepath.Join(f.cfg.WorkDir, fmt.Sprintf("haproxy-r%d-h%d", round, len(nw.Hosts))),
+		log:    filepath.Join(f.cfg.WorkDir, fmt.Sprintf("haproxy-r%d-h%d.log", round, len(nw.Hosts))),
+		listen: addr, servers: servers, threads: 1, wrap: fleetns.Wrap(nw.LB.Name)})
 	if err != nil {
 		return fl, err
 	}
@@ -332,13 +322,13 @@ func (f *FleetLog) start(ctx context.Context, nw *fleetns.Net, round int, withLo
 }
 
 // startHost starts h's supervisor (again, with the same files, after a kill).
-func (f *FleetLog) startHost(fl *logFleet, h *logHost, list string) error {
+func (f *FleetLog) startHost(fl *logFleet, h *logHost) error {
 	args := []string{filepath.Join(f.cfg.Bin, "supervisor"), "run", "-socket", filepath.Join(h.dir, "sup.sock"),
 		"-listen", net.JoinHostPort(h.addr, "3000"), "-instances", strconv.Itoa(f.cfg.N),
 		"-agent", net.JoinHostPort(h.addr, strconv.Itoa(balancer.DefaultAgentPort)),
 		"-log-format", "json", "-log-file", filepath.Join(h.dir, "sup.log"), "-log-level", "warn"}
 	if fl.log {
-		args = append(args, "-fleet", list, "-fleet-self", h.name, "-fleet-dir", filepath.Join(h.dir, "log"))
+		args = append(args, "-fleet", fl.list, "-fleet-self", h.name, "-fleet-dir", filepath.Join(h.dir, "log"))
 		if f.cfg.Sync != "" {
 			args = append(args, "-fleet-sync", f.cfg.Sync)
 		}
@@ -358,19 +348,7 @@ func (f *FleetLog) startHost(fl *logFleet, h *logHost, list string) error {
 
 // killHost kills -9 every process of the host's namespace (its power cut).
 func killHost(h *logHost) {
-	for range 50 {
-		out, _ := exec.Command("ip", "netns", "pids", h.ns).Output()
-		pids := strings.Fields(string(out))
-		if len(pids) == 0 {
-			break
-		}
-		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	fleetns.KillAll(h.ns, 50, 20*time.Millisecond)
 	if h.done != nil {
 		<-h.done
 	}
@@ -414,19 +392,32 @@ func hostCPU(h *logHost) (all, node time.Duration) {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return 0, 0
 	}
-	if t, err := procstat.NewTree(procstat.TreeConfig{PID: h.cmd.Process.Pid}); err == nil {
-		if u, err := t.Read(); err == nil {
-			all = u.CPU
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(h.dir, "log", "lognode.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			if t, err := procstat.NewTree(procstat.TreeConfig{PID: pid}); err == nil {
-				if u, err := t.Read(); err == nil {
-					node = u.CPU
-				}
-			}
-		}
+	all = treeCPU(h.cmd.Process.Pid)
+	if pid, err := nodePID(h); err == nil {
+		node = treeCPU(pid)
 	}
 	return all, node
+}
+
+// treeCPU is the CPU time of pid's process tree; 0 when it cannot be read (it has exited).
+func treeCPU(pid int) time.Duration {
+	t, err := procstat.NewTree(procstat.TreeConfig{PID: pid})
+	if err != nil {
+		return 0
+	}
+	u, err := t.Read()
+	if err != nil {
+		return 0
+	}
+	return u.CPU
+}
+
+// nodePID is the pid of h's log node, from the pid file it writes in its log directory
+// (cmd/lognode's takeover.go).
+func nodePID(h *logHost) (int, error) {
+	b, err := os.ReadFile(filepath.Join(h.dir, "log", "lognode.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -27,11 +25,12 @@ import (
 	"github.com/onehost/onehost/internal/fleetspec"
 )
 
-// natsURLs are the fleet's log nodes.
+// natsURLs are the fleet's log nodes (each at the default client port: the -fleet list
+// gives none).
 func (fl *logFleet) natsURLs() string {
 	var u []string
 	for _, h := range fl.hosts {
-		u = append(u, "nats://"+net.JoinHostPort(h.addr, "4222"))
+		u = append(u, fleetspec.Host{Name: h.name, Addr: h.addr, ClientPort: fleetspec.DefaultClientPort}.ClientURL())
 	}
 	return strings.Join(u, ",")
 }
@@ -246,12 +245,8 @@ func (f *FleetLog) faults(ctx context.Context, fl *logFleet, tok *tokens, base F
 	for _, h := range fl.hosts {
 		byName[h.name] = h
 	}
-	var list []string
-	for _, h := range fl.hosts {
-		list = append(list, h.name+"="+h.addr)
-	}
 	restart := func(h *logHost) error {
-		if err := f.startHost(fl, h, strings.Join(list, ",")); err != nil {
+		if err := f.startHost(fl, h); err != nil {
 			return err
 		}
 		if err := waitHealth(ctx, h.url(), 120*time.Second); err != nil {
@@ -308,11 +303,10 @@ func (f *FleetLog) faults(ctx context.Context, fl *logFleet, tok *tokens, base F
 	}
 	w := f.startFaultWriter(ctx, fl, tok, 200)
 	sleepCtx(ctx, 3*time.Second)
-	b, err := os.ReadFile(filepath.Join(h.dir, "log", "lognode.pid"))
+	pid, err := nodePID(h)
 	if err != nil {
 		return err
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	at := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
 	sleepCtx(ctx, 10*time.Second)

@@ -234,11 +234,13 @@ type cpuWindow struct {
 	start, cpu time.Duration
 }
 
+// total is the CPU time of every host's whole tree (hostCPU's all), the log nodes in it.
 func (w *cpuWindow) total() time.Duration {
 	var sum time.Duration
 	for _, h := range w.hosts {
-		all, _ := hostCPU(h)
-		sum += all
+		if h.cmd != nil && h.cmd.Process != nil {
+			sum += treeCPU(h.cmd.Process.Pid)
+		}
 	}
 	return sum
 }

@@ -37,10 +37,8 @@ type Server struct {
 	stop    func() error
 	cmd     *exec.Cmd
 	socket  string
-	sup     string
 	db      string
 	logPath string
-	environ []string
 	exited  chan struct{}
 	waitErr error
 }
@@ -54,8 +52,8 @@ func (s *Sweeper) StartServer(ctx context.Context, mode string, n int) (*Server,
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	srv := &Server{Mode: mode, N: n, CPUs: s.serverCPUs(n), db: filepath.Join(dir, "feed.db"),
-		socket: filepath.Join(dir, "sup.sock"), sup: s.cfg.Supervisor, logPath: filepath.Join(dir, "server.log"),
-		environ: s.cfg.Environ, exited: make(chan struct{})}
+		socket: filepath.Join(dir, "sup.sock"), logPath: filepath.Join(dir, "server.log"),
+		exited: make(chan struct{})}
 	switch mode {
 	case ModePM2:
 		return s.startPM2(ctx, srv, dir)

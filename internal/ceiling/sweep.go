@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -281,12 +280,8 @@ func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
 	}
 	if s.cfg.ClusterConfig == "" && !app {
 		// The one this binary carries, so that the sweep runs from any directory.
-		s.cfg.ClusterConfig = filepath.Join(cfg.WorkDir, "cluster.yaml")
-		err := os.MkdirAll(cfg.WorkDir, 0o755)
-		if err == nil {
-			err = os.WriteFile(s.cfg.ClusterConfig, []byte(configs.Cluster), 0o644)
-		}
-		if err != nil {
+		var err error
+		if s.cfg.ClusterConfig, err = configs.WriteCluster(cfg.WorkDir); err != nil {
 			return nil, fmt.Errorf("sweep config: write the built-in cluster configuration: %w", err)
 		}
 	}

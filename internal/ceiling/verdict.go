@@ -87,7 +87,7 @@ func (t Thresholds) withDefaults() Thresholds {
 	def(&t.SQLiteLatency, 3)
 	def(&t.SQLiteP99Ms, 50)
 	def(&t.SQLiteCPUGrowth, 2)
-	def(&t.OtherCores, 0.1)
+	def(&t.OtherCores, procstat.DefaultOtherCores)
 	return t
 }
 

@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config) ([]Score, error) {
 		return nil, errors.New("run challenge: Search.Trial is nil")
 	}
 	if cfg.OtherCores <= 0 {
-		cfg.OtherCores = 0.1
+		cfg.OtherCores = procstat.DefaultOtherCores
 	}
 	if cfg.otherWork == nil {
 		cfg.otherWork = measureOtherWork

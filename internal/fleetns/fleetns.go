@@ -20,7 +20,10 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // NS is one namespace of the fleet.
@@ -151,4 +154,24 @@ func Wrap(ns string) func(argv []string) []string {
 func Command(ns string, argv ...string) *exec.Cmd {
 	w := Wrap(ns)(slices.Clone(argv))
 	return exec.Command(w[0], w[1:]...)
+}
+
+// KillAll kills -9 every process in namespace ns (a host's power cut, as far as processes
+// go): what `ip netns pids` lists, again after pause while any is left (a process may
+// start another as it dies), at most tries times. It does not wait for the processes to
+// be reaped: their parents (or the caller, for its own children) do that.
+func KillAll(ns string, tries int, pause time.Duration) {
+	for range tries {
+		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		pids := strings.Fields(string(out))
+		if len(pids) == 0 {
+			return
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(pause)
+	}
 }

@@ -130,7 +130,7 @@ func parseHost(n, addr string) (Host, error) {
 	if h.Addr == "" {
 		return Host{}, fmt.Errorf("fleet: host %s: no address: want %s=IP or %s=NAME (the address the other hosts reach it at)", n, n, n)
 	}
-	if net.ParseIP(h.Addr) == nil && !validHostname(h.Addr) {
+	if net.ParseIP(h.Addr) == nil && !ValidHostname(h.Addr) {
 		return Host{}, fmt.Errorf("fleet: host %s: address %q is neither an IP address nor a host name", n, h.Addr)
 	}
 	if ip := net.ParseIP(h.Addr); ip != nil && ip.IsUnspecified() {
@@ -140,7 +140,10 @@ func parseHost(n, addr string) (Host, error) {
 	return h, nil
 }
 
-func validHostname(s string) bool {
+// ValidHostname says whether s is a DNS host name: labels of letters, digits and '-' (not
+// at either end), at most 63 bytes each and 253 in all, no label empty (so no trailing
+// '.').
+func ValidHostname(s string) bool {
 	if len(s) > 253 {
 		return false
 	}
@@ -157,6 +160,17 @@ func validHostname(s string) bool {
 	return true
 }
 
+// Parse reads a spec from its settings as the flags (or the configuration) give them:
+// ParseHosts of hosts, then Validate. A spec that fails Validate is returned with the error.
+func Parse(hosts, self, dir, sync string) (Spec, error) {
+	list, err := ParseHosts(hosts)
+	if err != nil {
+		return Spec{}, err
+	}
+	s := Spec{Hosts: list, Self: self, Dir: dir, Sync: sync}
+	return s, s.Validate()
+}
+
 // Validate checks the spec: names unique, addresses distinct, Self one of the hosts, Sync
 // known, Dir given.
 func (s Spec) Validate() error {
@@ -165,13 +179,11 @@ func (s Spec) Validate() error {
 	}
 	seen := map[string]bool{}
 	ends := map[string]string{}
-	var names []string
 	for _, h := range s.Hosts {
 		if seen[h.Name] {
 			return fmt.Errorf("fleet: host name %s appears twice: give each host its own name", h.Name)
 		}
 		seen[h.Name] = true
-		names = append(names, h.Name)
 		for _, end := range []string{net.JoinHostPort(h.Addr, strconv.Itoa(h.ClientPort)), net.JoinHostPort(h.Addr, strconv.Itoa(h.RoutePort))} {
 			if other, ok := ends[end]; ok {
 				return fmt.Errorf("fleet: hosts %s and %s both use %s: give one another address or port", other, h.Name, end)
@@ -180,10 +192,10 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.Self == "" {
-		return fmt.Errorf("fleet-self: missing: name the host this is, one of %s", strings.Join(names, ", "))
+		return fmt.Errorf("fleet-self: missing: name the host this is, one of %s", strings.Join(s.Names(), ", "))
 	}
 	if !seen[s.Self] {
-		return fmt.Errorf("fleet-self: %q is not in the fleet's list (%s): give this host's name as -fleet lists it", s.Self, strings.Join(names, ", "))
+		return fmt.Errorf("fleet-self: %q is not in the fleet's list (%s): give this host's name as -fleet lists it", s.Self, strings.Join(s.Names(), ", "))
 	}
 	if s.Dir == "" {
 		return errors.New("fleet-dir: missing: a directory for this host's copy of the write log (e.g. /var/lib/onehost/log)")

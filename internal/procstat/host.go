@@ -43,6 +43,12 @@ func (c HostCPU) OtherCores(cores int, accounted float64) float64 {
 	return max(0, (100-c.Idle-c.IOWait)/100*float64(cores)-accounted)
 }
 
+// DefaultOtherCores is the other work (OtherCores), in cores on average over a run, at
+// which a measurement counts its host as busy unless told otherwise: one value, so that
+// the ceiling sweep's host-busy verdict and the challenge's quiet-host rule agree (how it
+// was chosen: internal/ceiling.Thresholds.OtherCores).
+const DefaultOtherCores = 0.1
+
 // ReadHost reads Host from the proc file system at root ("" for /proc).
 func ReadHost(root string) (Host, error) {
 	if root == "" {

@@ -82,19 +82,7 @@ func (h *nsHost) start(t *testing.T) {
 // log node): the host's power cut, as far as processes go.
 func (h *nsHost) killAll(t *testing.T) {
 	t.Helper()
-	for range 20 {
-		out, _ := exec.Command("ip", "netns", "pids", h.ns.Name).Output()
-		pids := strings.Fields(string(out))
-		if len(pids) == 0 {
-			break
-		}
-		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fleetns.KillAll(h.ns.Name, 20, 50*time.Millisecond)
 	select {
 	case <-h.done:
 	case <-time.After(10 * time.Second):
@@ -147,26 +135,37 @@ func (h *nsHost) nodePID(t *testing.T) int {
 	return pid
 }
 
-// streamLeader names the host that leads the write log's stream now.
-func streamLeader(t *testing.T, urls []string) string {
+// streamInfo connects to the log's nodes at urls (the test fails if none answers) and
+// returns how to read the stream's info, each read bounded by within, and how to close the
+// connection: the waits below poll on one connection.
+func streamInfo(t *testing.T, urls []string) (info func(within time.Duration) (*jetstream.StreamInfo, error), closeConn func()) {
 	t.Helper()
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	info = func(within time.Duration) (*jetstream.StreamInfo, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
 		st, err := js.Stream(ctx, fleetspec.Stream)
-		if err == nil {
-			var info *jetstream.StreamInfo
-			if info, err = st.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
-				cancel()
-				return info.Cluster.Leader
-			}
+		if err != nil {
+			return nil, err
 		}
-		cancel()
+		return st.Info(ctx)
+	}
+	return info, nc.Close
+}
+
+// streamLeader names the host that leads the write log's stream now.
+func streamLeader(t *testing.T, urls []string) string {
+	t.Helper()
+	info, closeConn := streamInfo(t, urls)
+	defer closeConn()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if i, err := info(2 * time.Second); err == nil && i.Cluster != nil && i.Cluster.Leader != "" {
+			return i.Cluster.Leader
+		}
 	}
 	t.Fatal("the stream has no leader after 30 s")
 	return ""
@@ -176,33 +175,23 @@ func streamLeader(t *testing.T, urls []string) string {
 // current: one fault at a time, as the faults are.
 func streamHealthy(t *testing.T, urls []string) {
 	t.Helper()
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	info, closeConn := streamInfo(t, urls)
+	defer closeConn()
 	var last string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := js.Stream(ctx, fleetspec.Stream)
-		var info *jetstream.StreamInfo
-		if err == nil {
-			info, err = st.Info(ctx)
-		}
-		cancel()
+		i, err := info(2 * time.Second)
 		if err != nil {
 			last = err.Error()
 			continue
 		}
-		ok := info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 2
-		for _, r := range info.Cluster.Replicas {
+		ok := i.Cluster != nil && i.Cluster.Leader != "" && len(i.Cluster.Replicas) == 2
+		for _, r := range i.Cluster.Replicas {
 			ok = ok && r.Current && !r.Offline
 		}
 		if ok {
 			return
 		}
-		last = fmt.Sprintf("%+v", info.Cluster)
+		last = fmt.Sprintf("%+v", i.Cluster)
 	}
 	t.Fatalf("the stream not healthy after 60 s: %s", last)
 }
@@ -210,23 +199,13 @@ func streamHealthy(t *testing.T, urls []string) {
 // streamFirst is the stream's first sequence.
 func streamFirst(t *testing.T, urls []string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
+	info, closeConn := streamInfo(t, urls)
+	defer closeConn()
+	i, err := info(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, fleetspec.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.FirstSeq
+	return i.State.FirstSeq
 }
 
 // writer posts through the balancer until stopped, keeping the acknowledged ids.

@@ -154,14 +154,16 @@ func (p *progress) startReporting(applied uint64) {
 	p.applied(applied, 0)
 }
 
-// reportNow sends this host's report at once, if this process reports.
-func (p *progress) reportNow() {
+// reportNow sends this host's report at once, if this process reports, and returns
+// whether it does.
+func (p *progress) reportNow() bool {
 	p.mu.Lock()
 	reporting, seq, pending := p.reporting, p.own, p.pending
 	p.mu.Unlock()
 	if reporting {
 		p.applied(seq, pending)
 	}
+	return reporting
 }
 
 func (p *progress) stopReporting() {
@@ -218,11 +220,7 @@ func (l *Log) reportLoop() {
 			return
 		case <-t.C:
 		}
-		p.mu.Lock()
-		reporting, seq, pending := p.reporting, p.own, p.pending
-		p.mu.Unlock()
-		if reporting {
-			p.applied(seq, pending)
+		if p.reportNow() {
 			continue
 		}
 		p.mu.Lock()
@@ -307,19 +305,6 @@ func (l *Log) Serving() string {
 // announceFor is how long a host that has caught up waits before it takes traffic: two
 // reports' time, so that every writer has heard it serves and waits for it.
 const announceFor = 600 * time.Millisecond
-
-// HostApplied returns each host's last reported applied sequence (for tests and the
-// measurements).
-func (l *Log) HostApplied() map[string]uint64 {
-	p := &l.prog
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m := make(map[string]uint64, len(p.hosts))
-	for name, h := range p.hosts {
-		m[name] = h.applied
-	}
-	return m
-}
 
 // MinLiveApplied is the lowest sequence a live host has applied (what the stream must
 // keep after), and whether any host is live.

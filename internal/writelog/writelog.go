@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		nats.RetryOnFailedConnect(true), nats.DontRandomize(), nats.NoEcho(),
 	}
 	var err error
-	l.nc, err = nats.Connect(joinURLs(urls), append(common, nats.Name(cfg.Name),
+	l.nc, err = nats.Connect(strings.Join(urls, ","), append(common, nats.Name(cfg.Name),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { l.log.Warn("write log: disconnected", zap.Error(err)) }),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			l.log.Info("write log: connected", zap.String("node", c.ConnectedUrl()))
@@ -199,17 +200,6 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.done.Add(1)
 	go l.reportLoop()
 	return l, nil
-}
-
-func joinURLs(urls []string) string {
-	s := ""
-	for i, u := range urls {
-		if i > 0 {
-			s += ","
-		}
-		s += u
-	}
-	return s
 }
 
 // Close stops the reports and closes the connections.
