@@ -64,15 +64,17 @@ func (src Source) fleetOf(specs []cluster.App) (spec fleetspec.Spec, ok bool, er
 }
 
 // withLogNode adds the log node's app to specs and the fleet's settings to every app's
-// environment, when there is a fleet. What the fleet's spec warns of (fewer than three
-// hosts) is the node app's warning, which the supervisor logs as each app's.
+// environment, when there is a fleet and Source.LogNode names the node's binary (without
+// it: the file's own apps, as a command that names them by the file reads them). What the
+// fleet's spec warns of (fewer than three hosts) is the node app's warning, which the
+// supervisor logs as each app's.
 func (src Source) withLogNode(specs []cluster.App) ([]cluster.App, error) {
+	if src.LogNode == "" {
+		return specs, nil
+	}
 	spec, ok, err := src.fleetOf(specs)
 	if err != nil || !ok {
 		return specs, err
-	}
-	if src.LogNode == "" {
-		return nil, fmt.Errorf("fleet: no log node binary (cmd/lognode beside the supervisor)")
 	}
 	env := map[string]string{}
 	for _, kv := range spec.Env() {

@@ -32,7 +32,8 @@ type Source struct {
 	// Ours is our worker binary: the command of an app that names none.
 	Ours string
 	// Fleet is -fleet's host list and the rest (lognode.go), over the configuration's
-	// fleet:; LogNode the log node's binary it runs then.
+	// fleet:; LogNode the log node's binary it runs then ("": no node and no fleet
+	// settings, the file's own apps only).
 	Fleet   cluster.FleetConfig
 	LogNode string
 }

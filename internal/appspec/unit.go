@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/fleetspec"
 	"github.com/onehost/onehost/internal/systemd"
 )
 
@@ -99,7 +100,8 @@ func (s *startupUnit) resolve() error {
 		return fmt.Errorf("startup: -env %q: want the NAME of an env_NAME of the ecosystem file", s.envName)
 	}
 	s.ours = filepath.Join(filepath.Dir(s.bin), "worker")
-	if s.specs, err = (Source{Path: cfg, EnvName: s.envName, Ours: s.ours}).Load(); err != nil {
+	src := Source{Path: cfg, EnvName: s.envName, Ours: s.ours, LogNode: filepath.Join(filepath.Dir(s.bin), "lognode")}
+	if s.specs, err = src.Load(); err != nil {
 		return fmt.Errorf("startup: %w", err)
 	}
 	if s.name == "" {
@@ -198,7 +200,8 @@ func (s *startupUnit) checkLaunch() {
 
 // writablePaths finds where the service writes: the app's directory (and each app's cwd),
 // the database's directory (SQLite makes its WAL and shared-memory files beside it), log
-// files'; and warns of those missing or under the unit's private /tmp.
+// files', a fleet host's write log (-fleet-dir); and warns of those missing or under the
+// unit's private /tmp.
 func (s *startupUnit) writablePaths() {
 	var rw, seen []string
 	for _, sp := range s.specs {
@@ -220,6 +223,10 @@ func (s *startupUnit) writablePaths() {
 		}
 		if f := getenv("JWT_SECRET_FILE"); f != "" {
 			seen = append(seen, Abs(wd, f))
+		}
+		if d := getenv(fleetspec.EnvDir); d != "" { // a fleet host's copy of the write log
+			rw = append(rw, Abs(wd, d))
+			seen = append(seen, Abs(wd, d))
 		}
 		if sp.LogFile != "" {
 			rw = append(rw, filepath.Dir(Abs(s.dir, sp.LogFile)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +57,29 @@ func TestPlanUnitWarnsOnce(t *testing.T) {
 	}
 	if !strings.Contains(warn.String(), dir+" is under /tmp") {
 		t.Errorf("no warning of %s under /tmp:\n%s", dir, &warn)
+	}
+}
+
+// TestFleetConfigFile: a configuration with a fleet: section is read with its log node by
+// startup, whose unit may write the node's directory, and as its own apps alone by the
+// commands that name apps by their file (reload FILE). Both once failed: "no log node
+// binary".
+func TestFleetConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	logDir := t.TempDir() // not under dir: ReadWritePaths= keeps no path under another
+	cfg := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cfg, []byte("command: [/bin/sleep, \"60\"]\nfleet:\n  hosts: h1=10.0.0.1,h2=10.0.0.2,h3=10.0.0.3\n  self: h1\n  dir: "+logDir+"\n"), 0o600)
+	specs, err := (Source{Path: cfg}).Load()
+	if err != nil || len(specs) != 1 || specs[0].Name != "" {
+		t.Fatalf("the file's own apps: %+v, %v; want its one app alone", specs, err)
+	}
+	var warn bytes.Buffer
+	u, err := PlanUnit(UnitRequest{Config: cfg, Dir: dir, Name: "feed", User: "root", Bin: "/usr/local/bin/supervisor",
+		Getenv: func(string) string { return "/usr/bin:/bin" }, Warnings: &warn})
+	if err != nil {
+		t.Fatalf("startup of a fleet host: %v", err)
+	}
+	if !slices.Contains(u.ReadWrite, logDir) {
+		t.Errorf("ReadWritePaths %v, want the fleet's log directory %s among them", u.ReadWrite, logDir)
 	}
 }
