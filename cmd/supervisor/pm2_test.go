@@ -544,3 +544,39 @@ func TestPM2Spellings(t *testing.T) {
 		t.Errorf("after start -i 2 FILE --name api2: %+v, %d workers", st.Apps, len(st.Workers))
 	}
 }
+
+// TestKillEmptySupervisor: `kill` of a supervisor with no app left gets its answer. Such a
+// supervisor stops within microseconds of the request, and its control server once closed
+// the connection before the 202 was written: kill (and start, replacing an emptied
+// supervisor) failed with "Post http://supervisor/stop: EOF", now and then.
+func TestKillEmptySupervisor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runtime := filepath.Join(dir, "run")
+	os.Mkdir(runtime, 0o700)
+	env := map[string]string{"XDG_RUNTIME_DIR": runtime, "XDG_STATE_HOME": filepath.Join(dir, "state"), "PATH": os.Getenv("PATH")}
+	cmd := func(args ...string) (string, error) {
+		var b bytes.Buffer
+		err := run(context.Background(), args, func(k string) string { return env[k] }, &b, &b)
+		return b.String(), err
+	}
+	t.Cleanup(func() { cmd("kill") })
+	script := filepath.Join(dir, "server.sh")
+	os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\n%s=worker exec %q\n", roleEnv, os.Args[0])), 0o700)
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		start := exec.CommandContext(ctx, os.Args[0], "start", "-i", "1", script, "-listen", "127.0.0.1:0")
+		start.Env = append(os.Environ(), roleEnv+"=supervisor", "GORACE=atexit_sleep_ms=0", "XDG_RUNTIME_DIR="+runtime)
+		out, err := start.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: start: %v\n%s", i, err, out)
+		}
+		if out, err := cmd("delete", "all"); err != nil {
+			t.Fatalf("round %d: delete all: %v\n%s", i, err, out)
+		}
+		if out, err := cmd("kill"); err != nil || !strings.Contains(out, "killed") {
+			t.Fatalf("round %d: kill of the emptied supervisor: %v\n%s", i, err, out)
+		}
+	}
+}

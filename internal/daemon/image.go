@@ -414,6 +414,10 @@ func (im *image) startAgent() {
 	im.log.Info("agent", zap.String("addr", ag.Addr().String()))
 }
 
+// controlDrain bounds how long a closing supervisor waits for the control answers being
+// written: they are small, and a stream's context has ended by then.
+const controlDrain = 2 * time.Second
+
 // serveControl serves the control socket's API (control.go).
 func (im *image) serveControl() {
 	log := im.log
@@ -426,14 +430,24 @@ func (im *image) serveControl() {
 		log.Error("upgrade failed: its new binary gave this one back, which serves on", zap.String("error", failed))
 	}
 	im.prom = metricsRegistry(im.reg, log)
+	// Every request's context ends when the supervisor closes: the streams (logs -f) end
+	// then rather than hold the drain below to its deadline.
+	base, cancelBase := context.WithCancel(context.Background())
 	srv := &http.Server{Handler: im.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: controlConnContext,
-		ErrorLog: zap.NewStdLog(log)}
+		BaseContext: func(net.Listener) context.Context { return base }, ErrorLog: zap.NewStdLog(log)}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		srv.Serve(im.ctl)
 	}()
 	im.onClose(func() {
+		// Stop accepting, then let the answers being written go out, the stop command's
+		// own 202 first: a supervisor with no app left stops within microseconds of that
+		// request, and a Close at once cut its answer (kill saw EOF). Then force.
+		cancelBase()
+		ctx, cancel := context.WithTimeout(context.Background(), controlDrain)
+		defer cancel()
+		srv.Shutdown(ctx)
 		srv.Close()
 		<-served
 	})
