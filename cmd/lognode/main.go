@@ -33,6 +33,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onehost/onehost/internal/fleetspec"
+	"github.com/onehost/onehost/internal/ipc"
 	"github.com/onehost/onehost/internal/lognode"
 )
 
@@ -57,9 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("log-level %q: want debug, info, warn or error", level)
 	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(stderr)), lvl)).
+	log := zap.New(zapcore.NewCore(ipc.NewLogEncoder(ipc.LogJSON), zapcore.Lock(zapcore.AddSync(stderr)), lvl)).
 		With(zap.Int("pid", os.Getpid()))
 	defer log.Sync()
 	if w := spec.Warning(); w != "" {

@@ -59,8 +59,9 @@ func openFleetLog(ctx context.Context, cfg serveConfig, log *zap.Logger) (*fleet
 	if err != nil {
 		return nil, err
 	}
+	fl := &fleetLog{l}
 	for {
-		_, err = feed.RestoreFromLog(ctx, cfg.db, &fleetLog{l}, log)
+		_, err = feed.RestoreFromLog(ctx, cfg.db, fl, log)
 		if err == nil || ctx.Err() != nil || err == feed.ErrNoDatabase {
 			break
 		}
@@ -74,7 +75,7 @@ func openFleetLog(ctx context.Context, cfg serveConfig, log *zap.Logger) (*fleet
 		l.Close()
 		return nil, err
 	}
-	return &fleetLog{l}, nil
+	return fl, nil
 }
 
 // fleetLog is writelog.Log as a feed.Log and a feed.SnapshotSource.

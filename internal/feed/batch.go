@@ -337,46 +337,41 @@ func (s *Store) insertLike(w *writer, o *op) error {
 	c, st := w.Conn, w.insertLike
 	c.BindInt64(st, 1, o.userID)
 	c.BindInt64(st, 2, o.postID)
-	rc := c.Step(st)
-	if rc == sqlite3.SQLITE_DONE {
-		o.created = c.Changes() == 1
-		c.Reset(st)
-		return nil
-	}
-	err := c.ErrorFor(rc)
-	c.Reset(st)
-	o.err, err = s.likeError(w, rc, err, o.postID)
+	var err error
+	o.created, o.err, err = s.stepLike(w, st, o.postID)
 	return err
 }
 
-// likeError sorts a like's failed step (rc, err) into the like's own error (its post or
-// its user missing, another constraint) and one that ends the whole transaction (fatal).
-// The batch's insertLike and the fleet's apply (applyIntent) judge alike.
-func (s *Store) likeError(w *writer, rc int32, err error, postID int64) (own, fatal error) {
+// stepLike steps st, a like's insert with its values bound, inside the transaction:
+// created says whether it inserted the like (not already there); own is the like's own
+// failure (its post or its user missing, another constraint), fatal one that ends the
+// whole transaction. The batch's insertLike and the fleet's apply (applyIntent) share it,
+// so that they judge alike.
+func (s *Store) stepLike(w *writer, st sqlitec.Stmt, postID int64) (created bool, own, fatal error) {
+	c := w.Conn
+	rc := c.Step(st)
+	if rc == sqlite3.SQLITE_DONE {
+		created = c.Changes() == 1
+		c.Reset(st)
+		return created, nil, nil
+	}
+	err := c.ErrorFor(rc)
+	c.Reset(st)
 	switch {
 	case rc == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 		// The post, or the user, does not exist: which one decides 404 or 500.
 		exists, xerr := s.writerPostExists(w, postID)
 		switch {
 		case xerr != nil:
-			return nil, xerr
+			return false, nil, xerr
 		case !exists:
-			return ErrPostNotFound, nil
+			return false, ErrPostNotFound, nil
 		}
-		return err, nil
+		return false, err, nil
 	case rc&0xff == sqlite3.SQLITE_CONSTRAINT:
-		return err, nil
+		return false, err, nil
 	}
-	return nil, err
-}
-
-// postError is likeError for a post: a constraint (a user without a users row) is the
-// post's own error, anything else ends the transaction.
-func postError(rc int32, err error) (own, fatal error) {
-	if rc&0xff == sqlite3.SQLITE_CONSTRAINT {
-		return err, nil
-	}
-	return nil, err
+	return false, nil, err
 }
 
 // insertPost runs one new post inside the batch's transaction, as insertLike.
@@ -384,21 +379,35 @@ func (s *Store) insertPost(w *writer, o *op) error {
 	c, st := w.Conn, w.insertPost
 	c.BindInt64(st, 1, o.userID)
 	c.BindTextStatic(st, 2, o.body)
+	var err error
+	o.id, o.nCreated, o.err, err = stepPost(c, st, o.createdAt[:])
+	return err
+}
+
+// stepPost steps st, a post's insert with its values bound (RETURNING id, then created_at
+// when createdAt is not nil), inside the transaction: id is the new post's, and createdAt
+// gets its created_at, n bytes long. own is the post's own failure (a constraint: a user
+// without a users row), fatal one that ends the whole transaction. Shared by insertPost
+// and the fleet's apply (applyIntent), as stepLike.
+func stepPost(c *sqlitec.Conn, st sqlitec.Stmt, createdAt []byte) (id int64, n int, own, fatal error) {
 	rc := c.Step(st)
 	if rc == sqlite3.SQLITE_ROW {
-		o.id = c.ColumnInt64(st, 0)
-		o.nCreated = copy(o.createdAt[:], c.ColumnText(st, 1))
+		id = c.ColumnInt64(st, 0)
+		if createdAt != nil {
+			n = copy(createdAt, c.ColumnText(st, 1))
+		}
 		rc = c.Step(st)
 	}
 	if rc == sqlite3.SQLITE_DONE {
 		c.Reset(st)
-		return nil
+		return id, n, nil, nil
 	}
 	err := c.ErrorFor(rc)
 	c.Reset(st)
-	o.id, o.nCreated = 0, 0
-	o.err, err = postError(rc, err)
-	return err
+	if rc&0xff == sqlite3.SQLITE_CONSTRAINT { // a user without a users row
+		return 0, 0, err, nil
+	}
+	return 0, 0, nil, err
 }
 
 // writerPostExists reports whether post id exists, read inside the write transaction.

@@ -200,8 +200,8 @@ func (s *Store) applyMsgs(msgs []LogMsg, results []intentResult, bounds []int) (
 	if last == stored {
 		return fail(nil) // nothing new: roll back the empty transaction
 	}
-	if err := c.Exec("PRAGMA user_version=" + strconv.FormatInt(int64(int32(uint32(last))), 10) +
-		"; PRAGMA application_id=" + strconv.FormatInt(int64(int32(uint32(last>>32))), 10)); err != nil {
+	lo, hi := splitPosition(last)
+	if err := c.Exec("PRAGMA user_version=" + strconv.FormatInt(lo, 10) + "; PRAGMA application_id=" + strconv.FormatInt(hi, 10)); err != nil {
 		return fail(fmt.Errorf("store the applied sequence: %w", err))
 	}
 	rc = c.Step(w.commit)
@@ -215,45 +215,25 @@ func (s *Store) applyMsgs(msgs []LogMsg, results []intentResult, bounds []int) (
 }
 
 // applyIntent runs one intent; r gets its result. It returns an error only for a failure
-// that ends the whole transaction (as insertLike and insertPost).
+// that ends the whole transaction (as insertLike and insertPost, whose steps it shares).
 func (s *Store) applyIntent(w *writer, in intent, createdAt []byte, r *intentResult) error {
 	c, ls := w.Conn, s.ls
+	var err error
 	switch in.kind {
 	case opLike:
 		st := ls.insertLike
 		c.BindInt64(st, 1, in.userID)
 		c.BindInt64(st, 2, in.postID)
 		c.BindText(st, 3, string(createdAt))
-		rc := c.Step(st)
-		if rc == sqlite3.SQLITE_DONE {
-			r.created = c.Changes() == 1
-			c.Reset(st)
-			return nil
-		}
-		err := c.ErrorFor(rc)
-		c.Reset(st)
-		r.err, err = s.likeError(w, rc, err, in.postID)
-		return err
+		r.created, r.err, err = s.stepLike(w, st, in.postID)
 	default: // opPost
 		st := ls.insertPost
 		c.BindInt64(st, 1, in.userID)
 		c.BindText(st, 2, string(in.body))
 		c.BindText(st, 3, string(createdAt))
-		rc := c.Step(st)
-		if rc == sqlite3.SQLITE_ROW {
-			r.id = c.ColumnInt64(st, 0)
-			rc = c.Step(st)
-		}
-		if rc == sqlite3.SQLITE_DONE {
-			c.Reset(st)
-			return nil
-		}
-		err := c.ErrorFor(rc)
-		c.Reset(st)
-		r.id = 0
-		r.err, err = postError(rc, err)
-		return err
+		r.id, _, r.err, err = stepPost(c, st, nil)
 	}
+	return err
 }
 
 // readPosition reads the sequence the file holds (see the top of this file), on the writer
@@ -270,10 +250,10 @@ func (s *Store) readPosition(c *sqlitec.Conn) (uint64, error) {
 		v[i] = c.ColumnInt64(st, 0)
 		c.Reset(st)
 	}
-	return uint64(uint32(v[0])) | uint64(uint32(v[1]))<<32, nil
+	return joinPosition(v[0], v[1]), nil
 }
 
-// PositionOf reads the sequence the database at c holds, from its header.
+// positionOf reads the sequence the database at c holds, from its header.
 func positionOf(c *sqlitec.Conn) (uint64, error) {
 	lo, err := c.QueryText("PRAGMA user_version")
 	if err != nil {
@@ -288,7 +268,16 @@ func positionOf(c *sqlitec.Conn) (uint64, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return 0, err
 	}
-	return uint64(uint32(int32(l))) | uint64(uint32(int32(h)))<<32, nil
+	return joinPosition(l, h), nil
+}
+
+// joinPosition is the sequence held by the header's user_version (lo, its low 32 bits)
+// and application_id (hi, its high 32 bits), as SQLite reads them: signed 32-bit values.
+func joinPosition(lo, hi int64) uint64 { return uint64(uint32(lo)) | uint64(uint32(hi))<<32 }
+
+// splitPosition is joinPosition's inverse: the values to write into the header.
+func splitPosition(seq uint64) (lo, hi int64) {
+	return int64(int32(uint32(seq))), int64(int32(uint32(seq >> 32)))
 }
 
 // logPosition is the sequence this Store's file holds.
@@ -312,11 +301,10 @@ func (s *Store) logPosition() (uint64, error) {
 // apply is the applier's callback: it applies msgs, then hands each batch of this
 // process's own its results and queues it for the acker.
 func (w *logWriter) apply(msgs []LogMsg) error {
-	var bounds []int
 	var last uint64
 	var err error
-	w.results, bounds, last, err = w.s.applyMsgs(msgs, w.results[:0], w.bounds[:0])
-	w.bounds = bounds
+	w.results, w.bounds, last, err = w.s.applyMsgs(msgs, w.results[:0], w.bounds[:0])
+	bounds := w.bounds
 	if err != nil {
 		return err
 	}
