@@ -55,20 +55,20 @@ func (src Source) Load() ([]cluster.App, error) {
 // read reads the configuration: one unnamed app, or an ecosystem file's apps (the one
 // Only names).
 func (src Source) read() ([]cluster.App, error) {
-	f, path := src, src.Path
+	path := src.Path
 	var specs []cluster.App // what to run: one unnamed app, or an ecosystem file's apps
 	isEco := path != "" && cluster.IsEcosystem(path)
 	switch {
 	case isEco:
-		apps, err := cluster.LoadEcosystem(path, f.EnvName)
+		apps, err := cluster.LoadEcosystem(path, src.EnvName)
 		if err != nil {
 			return nil, err
 		}
 		specs = apps
-	case f.EnvName != "":
-		return nil, fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", f.EnvName, path)
-	case f.Only != "":
-		return nil, fmt.Errorf("only: %q applies to a PM2 ecosystem file, and -config %q is not one", f.Only, path)
+	case src.EnvName != "":
+		return nil, fmt.Errorf("env: %q applies to a PM2 ecosystem file, and -config %q is not one", src.EnvName, path)
+	case src.Only != "":
+		return nil, fmt.Errorf("only: %q applies to a PM2 ecosystem file, and -config %q is not one", src.Only, path)
 	case path != "":
 		c, err := cluster.LoadConfig(path)
 		if err != nil {
@@ -78,14 +78,14 @@ func (src Source) read() ([]cluster.App, error) {
 	default:
 		specs = []cluster.App{{}}
 	}
-	if f.Only != "" {
-		i := slices.IndexFunc(specs, func(a cluster.App) bool { return a.Name == f.Only })
+	if src.Only != "" {
+		i := slices.IndexFunc(specs, func(a cluster.App) bool { return a.Name == src.Only })
 		if i < 0 {
 			var names []string
 			for _, a := range specs {
 				names = append(names, a.Name)
 			}
-			return nil, fmt.Errorf("only: %q: %s has no app of that name (its apps: %s)", f.Only, path, strings.Join(names, ", "))
+			return nil, fmt.Errorf("only: %q: %s has no app of that name (its apps: %s)", src.Only, path, strings.Join(names, ", "))
 		}
 		specs = specs[i : i+1]
 	}
@@ -95,38 +95,37 @@ func (src Source) read() ([]cluster.App, error) {
 // override applies -instances, -listen, -steering and the command after -- to the apps,
 // then validates each.
 func (src Source) override(specs []cluster.App) error {
-	f := src
 	// The command line's settings are one cluster's: with several apps they would apply
 	// to all, which is never what a file of different apps means.
-	overrides := map[string]bool{"instances": f.Instances != "", "listen": f.Listen != "", "steering": f.Steering != "", "-- COMMAND": len(f.Command) > 0, "name": f.Name != ""}
+	overrides := map[string]bool{"instances": src.Instances != "", "listen": src.Listen != "", "steering": src.Steering != "", "-- COMMAND": len(src.Command) > 0, "name": src.Name != ""}
 	for _, name := range []string{"instances", "listen", "steering", "-- COMMAND", "name"} {
 		if overrides[name] && len(specs) > 1 {
 			return fmt.Errorf("%s: applies to one app, and %s has %d: set it in the file, or pick one app with -only NAME", name, src.Path, len(specs))
 		}
 	}
-	if f.Name != "" {
-		if !validAppName(f.Name) {
-			return fmt.Errorf("name: %q: want letters, digits, '_', '.' or '-' (an app's name names its log files and its commands)", f.Name)
+	if src.Name != "" {
+		if !validAppName(src.Name) {
+			return fmt.Errorf("name: %q: want letters, digits, '_', '.' or '-' (an app's name names its log files and its commands)", src.Name)
 		}
-		specs[0].Name = f.Name
+		specs[0].Name = src.Name
 	}
 	for i := range specs {
 		cfg := &specs[i].Config
-		if f.Instances != "" {
-			n, err := cluster.ParseInstances(f.Instances)
+		if src.Instances != "" {
+			n, err := cluster.ParseInstances(src.Instances)
 			if err != nil {
 				return err
 			}
 			cfg.Instances = n
 		}
-		if f.Listen != "" {
-			cfg.Listen = f.Listen
+		if src.Listen != "" {
+			cfg.Listen = src.Listen
 		}
-		if f.Steering != "" {
-			cfg.Steering = f.Steering
+		if src.Steering != "" {
+			cfg.Steering = src.Steering
 		}
-		if len(f.Command) > 0 {
-			cfg.Command = f.Command
+		if len(src.Command) > 0 {
+			cfg.Command = src.Command
 		}
 		if len(cfg.Command) == 0 {
 			cfg.Command = []string{src.Ours}

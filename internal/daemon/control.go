@@ -4,7 +4,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,27 +18,22 @@ import (
 	"github.com/onehost/onehost/internal/registry"
 )
 
-// listenControl creates the control socket, mode 0600, replacing a stale one (we hold the
-// lock, so no live supervisor owns it). It accepts only this user and root (see
-// sameUserListener).
+// listenControl creates the control socket, mode 0600 from birth (ipc.ListenPrivate),
+// replacing a stale one (we hold the lock, so no live supervisor owns it). It accepts only
+// this user and root (see sameUserListener).
 func listenControl(path string, log *zap.Logger) (net.Listener, error) {
 	os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := ipc.ListenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("listen on control socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("restrict control socket: %w", err)
-	}
-	return sameUserListener{ln.(*net.UnixListener), log}, nil
+	return sameUserListener{ln, log}, nil
 }
 
 // sameUserListener accepts connections only from processes of the supervisor's own user
 // or root, by their kernel-given credentials (SO_PEERCRED). Mode 0600 keeps other users
-// out too, but only after the chmod that follows bind (the socket is born with the
-// umask's mode), and only as long as nobody loosens it; the commands behind it stop and
-// reshape the cluster, so they get a check that depends on neither.
+// out too, but only as long as nobody loosens it; the commands behind it stop and reshape
+// the cluster, so they get a check that does not depend on it.
 type sameUserListener struct {
 	*net.UnixListener
 	log *zap.Logger
@@ -117,8 +111,6 @@ func operatorOnly(reg *registry.Registry, log *zap.Logger, next http.Handler) ht
 		}
 		log.Warn("control socket: refused a command from a worker", zap.String("command", r.Method+" "+r.URL.Path),
 			zap.Int32("pid", cred.Pid), zap.Int("worker", by), zap.Error(err))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(w).Encode(control.ErrorReply{Error: msg})
+		reply(w, http.StatusForbidden, control.ErrorReply{Error: msg})
 	})
 }

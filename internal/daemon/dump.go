@@ -10,9 +10,10 @@ import (
 	"github.com/onehost/onehost/internal/control"
 )
 
-// notInherited are the variables of the supervisor's environment that belong to how it
-// was started (systemd's, an upgrade's), not to the apps: a dump leaves them out.
-var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_", envUpgradeFallback + "=", envUpgradeFailed + "=", envUpgradeApps + "="}
+// notInherited are the variables of the supervisor's environment that belong to how systemd
+// started it, not to the apps: a dump leaves them out, as it leaves out an upgrade's
+// (im.environ has none).
+var notInherited = []string{"NOTIFY_SOCKET=", "LISTEN_", "WATCHDOG_"}
 
 // dump is POST /save's body: how this supervisor was started (its arguments, directory
 // and environment) and what runs, which `supervisor save` writes to its file.
@@ -22,7 +23,7 @@ func (im *image) dump() (control.Dump, error) {
 		return control.Dump{}, fmt.Errorf("save: %w", err)
 	}
 	d := control.Dump{Version: control.DumpVersion, SavedAt: time.Now().UTC(), Cwd: cwd, Args: im.cfg.Args, Apps: im.reg.DumpApps()}
-	for _, kv := range im.cfg.Environ {
+	for _, kv := range im.environ {
 		if !slices.ContainsFunc(notInherited, func(p string) bool { return strings.HasPrefix(kv, p) }) {
 			d.Env = append(d.Env, kv)
 		}

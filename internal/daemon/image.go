@@ -485,11 +485,7 @@ func (im *image) loadApps() error {
 	}
 	// The workers' environment: the supervisor's, less what only an upgrade's images pass
 	// each other (upgrade.go), the env file's over it.
-	for _, kv := range cfg.Environ {
-		if !isUpgradeVar(kv) {
-			im.environ = append(im.environ, kv)
-		}
-	}
+	im.environ = withoutUpgradeVars(cfg.Environ)
 	var err error
 	if im.specs, err = cfg.Apps.Load(); err != nil {
 		return err

@@ -207,6 +207,12 @@ func isUpgradeVar(kv string) bool {
 	return name == envUpgradeFallback || name == envUpgradeFailed || name == envUpgradeApps
 }
 
+// withoutUpgradeVars is environ less the upgrade's variables (isUpgradeVar): what the
+// workers, a new image and the way back are given.
+func withoutUpgradeVars(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), isUpgradeVar)
+}
+
 // takeHeldApps reads envUpgradeApps: the apps this image must leave stopped or deleted,
 // and the raw value for the way back (fallback.restore). An unreadable value is an error:
 // starting an app the user stopped is the surprise this exists to prevent.
@@ -253,13 +259,7 @@ func takeFallback(cfg Config) *fallback {
 		return nil
 	}
 	unix.CloseOnExec(fd) // not the workers'
-	fb := &fallback{fd: fd, log: zap.NewNop(), argv: append([]string{cfg.Binary, "run"}, cfg.Args...)}
-	for _, kv := range cfg.Environ {
-		if !isUpgradeVar(kv) {
-			fb.environ = append(fb.environ, kv)
-		}
-	}
-	return fb
+	return &fallback{fd: fd, log: zap.NewNop(), argv: append([]string{cfg.Binary, "run"}, cfg.Args...), environ: withoutUpgradeVars(cfg.Environ)}
 }
 
 // commit closes the way back: this image runs the cluster.

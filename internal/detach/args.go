@@ -12,9 +12,10 @@ import (
 	"strings"
 )
 
-// DefaultFile is the file `start` without one runs: the first of DefaultStartFiles here.
+// DefaultFile is the file `start` (and `startup`) without one runs: the first of
+// DefaultStartFiles here that is a regular file.
 func DefaultFile() (string, bool) {
-	i := slices.IndexFunc(DefaultStartFiles, func(p string) bool { _, err := os.Stat(p); return err == nil })
+	i := slices.IndexFunc(DefaultStartFiles, func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() })
 	if i < 0 {
 		return "", false
 	}

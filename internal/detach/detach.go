@@ -77,6 +77,7 @@ func Start(ctx context.Context, req Request) error {
 	if !ok {
 		socket = control.DefaultSocket(getenv)
 	}
+	isDefault := socket == control.DefaultSocket(getenv)
 	if err := control.CheckSocketPath(socket); err != nil {
 		return err
 	}
@@ -85,14 +86,14 @@ func Start(ctx context.Context, req Request) error {
 		return fmt.Errorf("start: a supervisor runs at %s already (%d workers): `supervisor start APP` starts one of its stopped apps, `supervisor kill` stops it (or give -socket another path)",
 			socket, len(st.Workers))
 	}
-	if err := control.PrepareDir(filepath.Dir(socket), socket == control.DefaultSocket(getenv)); err != nil {
+	if err := control.PrepareDir(filepath.Dir(socket), isDefault); err != nil {
 		return err
 	}
 	_, logDir, err := control.Place(getenv, socket)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	if socket == control.DefaultSocket(getenv) {
+	if isDefault {
 		if _, err := control.PrepareStateDir(getenv); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
@@ -140,24 +141,12 @@ func Start(ctx context.Context, req Request) error {
 	// child (or the nearest subreaper's), which waits for it.
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// tails is the end of the supervisor's log and of its output, then of the files named
-	// by more (a worker's own log: the reason it gives, which the supervisor's log may have
-	// scrolled past).
-	tails := func(more ...string) string {
-		var b strings.Builder
-		for i, p := range append([]string{logPath, outPath}, more...) {
-			n := 15
-			if i >= 2 {
-				n = 10
-			}
-			if t := tail(p, n, before[p]); p != "" && t != "" {
-				fmt.Fprintf(&b, "\n--- %s (end)\n%s", p, t)
-			}
-		}
-		return b.String()
+	// tails is the end of the supervisor's log and of its output.
+	tails := func() string {
+		return tailSection(logPath, tail(logPath, 15, before[logPath])) + tailSection(outPath, tail(outPath, 15, before[outPath]))
 	}
 	ctl := "" // the control commands' -socket, when they would not find it by default
-	if socket != control.DefaultSocket(getenv) {
+	if !isDefault {
 		ctl = " -socket " + socket
 	}
 	watch := startWatch{}
@@ -195,14 +184,17 @@ func Start(ctx context.Context, req Request) error {
 			if name == "" {
 				name = unnamedApp(runArgs)
 			}
+			// The worker's own log, after the supervisor's: the reason it gives, which the
+			// supervisor's log may have scrolled past.
 			wlog := loop.workerLog(workerLogDir)
+			wtail := tail(wlog, 10, before[wlog])
 			why := "" // the supervisor's own explanation, from the worker's output, first
-			if says := preloadSays(wlog, before[wlog]); says != "" {
+			if says := preloadSays(wtail); says != "" {
 				why = says + "\n"
 			}
 			return fmt.Errorf("start: app %s: %sits workers exit at start and are being restarted with backoff (each restarted %d times, none staying online); "+
 				"the supervisor (pid %d) runs on and lists them errored once out of restarts: `supervisor logs%s` shows more, `supervisor kill%s` stops it%s",
-				name, why, loop.restarts, cmd.Process.Pid, ctl, ctl, tails(wlog))
+				name, why, loop.restarts, cmd.Process.Pid, ctl, ctl, tails()+tailSection(wlog, wtail))
 		}
 		if !watch.settled(st, now) {
 			continue
@@ -346,12 +338,21 @@ func sizes(dir, extra string) map[string]int64 {
 	return out
 }
 
-// preloadSays is the last line the supervisor's Node preload wrote in a worker's log at
-// path past its first from bytes (this run's: "onehost: the app's listen(8080) cannot be
+// tailSection is the end t of the file at path as start's errors show it, "" when there
+// is nothing to show.
+func tailSection(path, t string) string {
+	if path == "" || t == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n--- %s (end)\n%s", path, t)
+}
+
+// preloadSays is the last line the supervisor's Node preload wrote in the end of a
+// worker's log, workerTail (this run's: "onehost: the app's listen(8080) cannot be
 // served: WHY: FIX"), from "onehost:" on, or "" when there is none: what the user must read
 // first, rather than at the end of the log lines under the report.
-func preloadSays(path string, from int64) string {
-	lines := strings.Split(tail(path, 10, from), "\n")
+func preloadSays(workerTail string) string {
+	lines := strings.Split(workerTail, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if j := strings.Index(lines[i], "onehost: "); j >= 0 {
 			return lines[i][j:]

@@ -25,7 +25,7 @@ func TestPreloadSays(t *testing.T) {
 			if tc.log != "" {
 				os.WriteFile(path, []byte(tc.log), 0o600)
 			}
-			if got := preloadSays(path, 0); got != tc.want {
+			if got := preloadSays(tail(path, 10, 0)); got != tc.want {
 				t.Errorf("preloadSays = %q, want %q", got, tc.want)
 			}
 		})

@@ -226,12 +226,11 @@ func (r *Registry) Start(ctx context.Context, held map[string]string) error {
 			continue
 		}
 		if err := a.launch(ctx); err != nil {
-			for _, b := range r.apps[:i] {
-				if a.opt.AdoptAll { // an upgrade's: the previous binary takes their workers over
-					break
-				}
-				if sup := b.current(); sup != nil {
-					sup.Kill()
+			if !a.opt.AdoptAll { // an upgrade's: the previous binary takes their workers over
+				for _, b := range r.apps[:i] {
+					if sup := b.current(); sup != nil {
+						sup.Kill()
+					}
 				}
 			}
 			return r.wrap(a, err)

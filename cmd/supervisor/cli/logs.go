@@ -14,6 +14,7 @@ import (
 
 	"github.com/onehost/onehost/internal/applog"
 	"github.com/onehost/onehost/internal/cluster"
+	"github.com/onehost/onehost/internal/control"
 )
 
 // Logs is `supervisor logs [APP] [ID] [-f] [-n|--lines 15] [--raw|--json] [--timestamp
@@ -73,10 +74,7 @@ func Logs(ctx context.Context, env Env, args []string) error {
 	if err := lo.check(); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
-	q := url.Values{}
-	if app != "" {
-		q.Set("app", app)
-	}
+	q := control.AppQuery(app)
 	q.Set("n", strconv.Itoa(*lines))
 	if slot != "" {
 		q.Set("slot", slot)

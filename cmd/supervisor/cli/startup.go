@@ -87,11 +87,9 @@ func startupConfig(ctx context.Context, env Env, req *appspec.UnitRequest) error
 			return nil
 		}
 	}
-	for _, f := range detach.DefaultStartFiles {
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-			req.Config = f
-			return nil
-		}
+	if f, ok := detach.DefaultFile(); ok {
+		req.Config = f
+		return nil
 	}
 	return fmt.Errorf("startup: no configuration: no supervisor with one runs at %s, and none of %s is here: give -config FILE", socket, strings.Join(detach.DefaultStartFiles, ", "))
 }
