@@ -437,7 +437,7 @@ func raiseFileLimit(log *zap.Logger) {
 	log.Info("descriptor limit", zap.Uint64("soft_before", before), zap.Uint64("soft", lim.Cur), zap.Uint64("hard", lim.Max))
 }
 
-// newLogger writes JSON lines to w.
+// newLogger writes to w at level, in format (ipc.LogJSON or ipc.LogConsole).
 func newLogger(w io.Writer, level, format string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {

@@ -250,20 +250,31 @@ func (s *Supervisor) appPortsAfter(p *proc) {
 	if sl == nil || len(p.appPorts) == 0 || s.stopping {
 		return
 	}
+	closed := false
 	for _, bind := range p.appPorts {
-		used := false
-		for q := range s.procs {
-			if q != p && q.slot == p.slot && slices.Contains(q.appPorts, bind) {
-				used = true
-			}
+		ap := sl.ports[bind]
+		if ap == nil || s.slotUses(p, bind) {
+			continue
 		}
-		if ap := sl.ports[bind]; ap != nil && !used {
-			p.log.Info("app port closed: the slot's new worker does not listen on it", zap.String("addr", ap.addr))
-			ap.f.Close()
-			delete(sl.ports, bind)
+		p.log.Info("app port closed: the slot's new worker does not listen on it", zap.String("addr", ap.addr))
+		ap.f.Close()
+		delete(sl.ports, bind)
+		closed = true
+	}
+	if closed {
+		s.publishAppPorts()
+	}
+}
+
+// slotUses reports whether a live worker of p's slot other than p was handed its socket on
+// bind (loop only).
+func (s *Supervisor) slotUses(p *proc, bind string) bool {
+	for q := range s.procs {
+		if q != p && q.slot == p.slot && slices.Contains(q.appPorts, bind) {
+			return true
 		}
 	}
-	s.publishAppPorts()
+	return false
 }
 
 // closeAppPorts closes every app port of the slot (loop only: with the slot's own socket).

@@ -94,14 +94,12 @@ func TestAppPortFor(t *testing.T) {
 	}
 }
 
+// freeTCPPort is the port of freeAddr.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // TestNodePreloadAppPort runs an app under the preload that listens on a port of its own,

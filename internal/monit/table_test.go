@@ -49,14 +49,7 @@ var statusFixtures = []struct {
 func TestStatusGolden(t *testing.T) {
 	for _, f := range statusFixtures {
 		t.Run(f.name, func(t *testing.T) {
-			var b bytes.Buffer
-			PrintStatus(&b, f.st)
-			goldentest.Check(t, "status/"+f.name+".txt", b.Bytes())
-			j, err := json.MarshalIndent(f.st, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			goldentest.Check(t, "status/"+f.name+".json", append(j, '\n'))
+			checkPrinted(t, "status/"+f.name, f.st, func(b *bytes.Buffer) { PrintStatus(b, f.st) })
 		})
 	}
 }
@@ -75,16 +68,23 @@ func TestDescribeGolden(t *testing.T) {
 			EnvNames: []string{}, WorkerRow: []control.Worker{}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var b bytes.Buffer
-			PrintDescribe(&b, c.d)
-			goldentest.Check(t, "status/describe-"+c.name+".txt", b.Bytes())
-			j, err := json.MarshalIndent(c.d, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			goldentest.Check(t, "status/describe-"+c.name+".json", append(j, '\n'))
+			checkPrinted(t, "status/describe-"+c.name, c.d, func(b *bytes.Buffer) { PrintDescribe(b, c.d) })
 		})
 	}
+}
+
+// checkPrinted checks what print writes against the golden NAME.txt, and v as JSON (the
+// body of the command's -json) against NAME.json.
+func checkPrinted(t *testing.T, name string, v any, print func(*bytes.Buffer)) {
+	t.Helper()
+	var b bytes.Buffer
+	print(&b)
+	goldentest.Check(t, name+".txt", b.Bytes())
+	j, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldentest.Check(t, name+".json", append(j, '\n'))
 }
 
 func TestTableFormats(t *testing.T) {

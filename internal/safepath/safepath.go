@@ -42,11 +42,11 @@ func CheckDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("check directory %s: %w", dir, err)
 	}
-	return walk(abs, 0, true)
+	return walk(abs, 0)
 }
 
-// walk checks every directory of the absolute path p; dirOnly wants p itself a directory.
-func walk(p string, links int, dirOnly bool) error {
+// walk checks every directory of the absolute path p, p itself one too.
+func walk(p string, links int) error {
 	if links > maxLinks {
 		return fmt.Errorf("check directory %s: too many symbolic links", p)
 	}
@@ -75,12 +75,9 @@ func walk(p string, links int, dirOnly bool) error {
 				target = filepath.Join(cur, target)
 			}
 			rest := filepath.Join(append([]string{target}, parts[i+1:]...)...)
-			return walk(rest, links+1, dirOnly)
+			return walk(rest, links+1)
 		}
 		if !fi.IsDir() {
-			if i == len(parts)-1 && !dirOnly {
-				return nil
-			}
 			return fmt.Errorf("check directory %s: not a directory", next)
 		}
 		if err := checkInfo(next, fi); err != nil {

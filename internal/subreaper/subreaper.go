@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,8 +60,7 @@ type Reaper struct {
 	// seen: zombie children by pid, with their start time and when first seen a zombie.
 	seen map[int]zombie
 	// reaped counts the orphans waited for (Reaped).
-	mu     sync.Mutex
-	reaped int
+	reaped atomic.Int64
 }
 
 type zombie struct {
@@ -95,11 +95,7 @@ func (r *Reaper) Close() {
 }
 
 // Reaped is how many orphans were waited for so far.
-func (r *Reaper) Reaped() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.reaped
-}
+func (r *Reaper) Reaped() int { return int(r.reaped.Load()) }
 
 func (r *Reaper) run() {
 	defer close(r.done)
@@ -148,9 +144,7 @@ func (r *Reaper) sweep(now time.Time) {
 		if err != nil || got != pid {
 			continue // another waiter took it first
 		}
-		r.mu.Lock()
-		r.reaped++
-		r.mu.Unlock()
+		r.reaped.Add(1)
 		r.cfg.Logger.Debug("subreaper: reaped an orphan", zap.Int("pid", pid), zap.Int("pgid", l.PGID), zap.Int("status", ws.ExitStatus()))
 	}
 	r.seen = still

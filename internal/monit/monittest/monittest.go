@@ -44,19 +44,11 @@ func FakeCeilingDir(t *testing.T, pid int, started time.Time) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{
+	writeFiles(t, dir, map[string][]byte{
 		"sweep/runs.jsonl":     nil,
 		"plots/link-heavy.svg": svg, "plots/cpu-per-request.svg": svg, "plots/throughput-heavy.svg": svg,
 		"old.svg": svg, // older than the plots: not the last sweep's
-	} {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(filepath.Join(dir, "old.svg"), old, old)
+	}, "old.svg")
 	WriteFakeProgress(t, dir, pid, started)
 	return dir
 }
@@ -105,18 +97,25 @@ func AddFakeFleet(t *testing.T, dir string, pid int, started time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{
+	writeFiles(t, dir, map[string][]byte{
 		"fleet/runs.jsonl": nil, "fleet/ceiling.json": []byte("{}"),
 		"fleet/fleet-cpu-per-request.svg": svg, "fleet/fleet-throughput-feed.svg": svg, "fleet/fleet-throughput-hello.svg": svg,
 		"plots/throughput-heavy.svg": svg, // an earlier sweep's
-	} {
+	}, "plots/throughput-heavy.svg")
+	writeProgressFrom(t, FleetProgressGolden, filepath.Join(dir, "fleet", "progress.json"), pid, started)
+}
+
+// writeFiles writes files (by their path under dir) and dates old an hour back: an earlier
+// sweep's, which the page must not take for the last one's.
+func writeFiles(t *testing.T, dir string, files map[string][]byte, old string) {
+	t.Helper()
+	for name, data := range files {
 		p := filepath.Join(dir, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(filepath.Join(dir, "plots/throughput-heavy.svg"), old, old)
-	writeProgressFrom(t, FleetProgressGolden, filepath.Join(dir, "fleet", "progress.json"), pid, started)
+	then := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(dir, old), then, then)
 }
