@@ -62,8 +62,7 @@ func runFleet(ctx context.Context, args []string, getenv func(string) string, st
 	cfg := f.fleetConfig(st, scratch, dir, func(r ceiling.FleetRun) {
 		runs = append(runs, r)
 		fmt.Fprintln(stdout, ceiling.FleetLine(r))
-		b, _ := json.Marshal(r)
-		jsonl.Write(append(b, '\n'))
+		ceiling.AppendJSONLine(jsonl, r)
 	})
 	fl, err := ceiling.NewFleet(cfg)
 	if err != nil {

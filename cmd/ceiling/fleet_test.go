@@ -9,10 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onehost/onehost/internal/balancer"
 	"github.com/onehost/onehost/internal/ceiling"
 	"github.com/onehost/onehost/internal/fleetns/fleetnstest"
-	"github.com/onehost/onehost/internal/proctest"
 	"github.com/onehost/onehost/internal/progress"
 	"github.com/onehost/onehost/internal/seedtest"
 )
@@ -28,12 +26,8 @@ func TestFleetCeiling(t *testing.T) {
 		t.Skip("builds the cluster and the generator and runs a fleet")
 	}
 	fleetnstest.Check(t)
-	if _, err := balancer.LookHAProxy(); err != nil {
-		proctest.Missing(t, err.Error())
-	}
-	if _, err := balancer.LookNft(); err != nil {
-		proctest.Missing(t, err.Error())
-	}
+	needHAProxy(t)
+	needNft(t)
 	dir := t.TempDir()
 	buildTools(t, dir, "cmd/worker", "cmd/supervisor", "bench/autocannon")
 	seed := seedtest.Path(t)

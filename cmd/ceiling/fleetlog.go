@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -74,8 +73,7 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 		Duration: *d, Warmup: *warmup, Rate: *rate, Repeat: *repeat, Faults: *faults, Sync: *sync, WorkDir: scratch, Phases: ph,
 		Report: func(r ceiling.FleetLogRun) {
 			fmt.Fprintln(stdout, r.Line())
-			b, _ := json.Marshal(r)
-			jsonl.Write(append(b, '\n'))
+			ceiling.AppendJSONLine(jsonl, r)
 		},
 	})
 	if err != nil {

@@ -30,7 +30,6 @@ import (
 
 	"github.com/onehost/onehost/internal/balancer"
 	"github.com/onehost/onehost/internal/fleetns"
-	"github.com/onehost/onehost/internal/procstat"
 )
 
 // FleetLogConfig configures FleetLog.
@@ -354,6 +353,11 @@ func killHost(h *logHost) {
 	}
 }
 
+// supervisorKill runs `supervisor kill` on h: its supervisor stops its apps and exits.
+func (f *FleetLog) supervisorKill(h *logHost) {
+	exec.Command(filepath.Join(f.cfg.Bin, "supervisor"), "kill", "-socket", filepath.Join(h.dir, "sup.sock")).Run()
+}
+
 func (f *FleetLog) stop(fl *logFleet) {
 	if fl == nil {
 		return
@@ -363,7 +367,7 @@ func (f *FleetLog) stop(fl *logFleet) {
 	}
 	for _, h := range fl.hosts {
 		if h.cmd != nil {
-			exec.Command(filepath.Join(f.cfg.Bin, "supervisor"), "kill", "-socket", filepath.Join(h.dir, "sup.sock")).Run()
+			f.supervisorKill(h)
 			select {
 			case <-h.done:
 			case <-time.After(15 * time.Second):
@@ -387,21 +391,34 @@ func waitHealth(ctx context.Context, url string, within time.Duration) error {
 	return fmt.Errorf("%s/health not 200 after %v", url, within)
 }
 
+// pid is the pid of h's supervisor, 0 before it started.
+func (h *logHost) pid() int {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return 0
+	}
+	return h.cmd.Process.Pid
+}
+
 // hostCPU reads the CPU time of h's processes: its whole tree and its log node's.
 func hostCPU(h *logHost) (all, node time.Duration) {
-	if h.cmd == nil || h.cmd.Process == nil {
+	pid := h.pid()
+	if pid == 0 {
 		return 0, 0
 	}
-	all = treeCPU(h.cmd.Process.Pid)
+	all = treeCPU(pid)
 	if pid, err := nodePID(h); err == nil {
 		node = treeCPU(pid)
 	}
 	return all, node
 }
 
-// treeCPU is the CPU time of pid's process tree; 0 when it cannot be read (it has exited).
-func treeCPU(pid int) time.Duration {
-	t, err := procstat.NewTree(procstat.TreeConfig{PID: pid})
+// treeCPU is the CPU time of the process trees under pids, each process counted once; 0
+// when they cannot be read (none given, all exited).
+func treeCPU(pids ...int) time.Duration {
+	if len(pids) == 0 {
+		return 0
+	}
+	t, err := serverTree(pids)
 	if err != nil {
 		return 0
 	}

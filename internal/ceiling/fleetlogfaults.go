@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -269,7 +267,7 @@ func (f *FleetLog) faults(ctx context.Context, fl *logFleet, tok *tokens, base F
 		if kind == "leader-kill" {
 			killHost(h)
 		} else {
-			exec.Command(filepath.Join(f.cfg.Bin, "supervisor"), "kill", "-socket", filepath.Join(h.dir, "sup.sock")).Run()
+			f.supervisorKill(h)
 			<-h.done
 		}
 		sleepCtx(ctx, 15*time.Second)

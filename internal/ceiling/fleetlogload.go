@@ -88,12 +88,12 @@ func (c *loadClient) do(ctx context.Context, method, url, auth, body string) (in
 	return resp.StatusCode, b, err
 }
 
-// tally is a phase's counts and latencies (microseconds).
+// tally is a phase's latencies (microseconds), whose counts are the requests answered,
+// and its errors. Its histograms are read once the load's goroutines are done.
 type tally struct {
 	mu            sync.Mutex
 	reads, writes *hdrhistogram.Histogram
 	errs          atomic.Int64
-	nr, nw        atomic.Int64
 }
 
 func newTally() *tally {
@@ -108,11 +108,6 @@ func (t *tally) record(write bool, d time.Duration) {
 		t.reads.RecordValue(max(d.Microseconds(), 1))
 	}
 	t.mu.Unlock()
-	if write {
-		t.nw.Add(1)
-	} else {
-		t.nr.Add(1)
-	}
 }
 
 // request is one request of a phase: method, path, whether it writes, its user.
@@ -173,9 +168,9 @@ func (f *FleetLog) closedLoop(ctx context.Context, url string, conns int, tok *t
 		})
 	}
 	sleepCtx(ctx, warmup)
-	measuring.Store(true)
-	w.begin()
+	w.begin() // before the measured time: the reading of /proc is not the load's
 	began := time.Now()
+	measuring.Store(true)
 	sleepCtx(ctx, d)
 	measuring.Store(false)
 	took := time.Since(began)
@@ -195,23 +190,24 @@ func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *toke
 	var wg sync.WaitGroup
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
-	begun := false
+	// The window's first reading of /proc runs beside the sends, not in their loop: a
+	// send held up by it would count the wait in its latency (measured from when it was due).
+	begun := make(chan struct{})
+	time.AfterFunc(warmup, func() { w.begin(); close(begun) })
 	for i := 0; ; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if at.After(end) || ctx.Err() != nil {
 			break
 		}
-		if !begun && at.After(measureFrom) {
-			w.begin()
-			begun = true
-		}
+		// The request and its token are made before it is due, for the same reason.
+		q := next(r)
+		auth := tok.of(q.user)
 		if w := time.Until(at); w > 0 {
 			time.Sleep(w)
 		}
-		q := next(r)
 		measured := at.After(measureFrom)
 		wg.Go(func() {
-			st, _, err := c.do(ctx, q.method, url+q.path, tok.of(q.user), q.body)
+			st, _, err := c.do(ctx, q.method, url+q.path, auth, q.body)
 			if !measured {
 				return
 			}
@@ -222,6 +218,7 @@ func (f *FleetLog) openLoop(ctx context.Context, url string, rate int, tok *toke
 			t.record(q.write, time.Since(at)) // from when it was due: open loop
 		})
 	}
+	<-begun
 	w.end() // before the last answers: a window a little short, not one with idle time in it
 	wg.Wait()
 	return t, d
@@ -234,15 +231,16 @@ type cpuWindow struct {
 	start, cpu time.Duration
 }
 
-// total is the CPU time of every host's whole tree (hostCPU's all), the log nodes in it.
+// total is the CPU time of every host's whole tree (hostCPU's all), the log nodes in it,
+// read in one pass over /proc.
 func (w *cpuWindow) total() time.Duration {
-	var sum time.Duration
+	var pids []int
 	for _, h := range w.hosts {
-		if h.cmd != nil && h.cmd.Process != nil {
-			sum += treeCPU(h.cmd.Process.Pid)
+		if pid := h.pid(); pid != 0 {
+			pids = append(pids, pid)
 		}
 	}
-	return sum
+	return treeCPU(pids...)
 }
 
 func (w *cpuWindow) begin() {
@@ -262,13 +260,14 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	fill := func(t *tally, took time.Duration) {
 		s := took.Seconds()
-		r.Requests, r.Errors = t.nr.Load()+t.nw.Load(), t.errs.Load()
+		nr, nw := t.reads.TotalCount(), t.writes.TotalCount()
+		r.Requests, r.Errors = nr+nw, t.errs.Load()
 		r.RPS = float64(r.Requests) / s
-		if t.nr.Load() > 0 {
+		if nr > 0 {
 			r.ReadP50, r.ReadP99 = ms(t.reads.ValueAtQuantile(50)), ms(t.reads.ValueAtQuantile(99))
 		}
-		if t.nw.Load() > 0 {
-			r.Writes, r.WritesPS = t.nw.Load(), float64(t.nw.Load())/s
+		if nw > 0 {
+			r.Writes, r.WritesPS = nw, float64(nw)/s
 			r.WriteP50, r.WriteP99, r.WriteMax = ms(t.writes.ValueAtQuantile(50)), ms(t.writes.ValueAtQuantile(99)), ms(t.writes.Max())
 		}
 	}
@@ -279,12 +278,12 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 		}
 	}
 	switch r.Phase {
-	case "mix":
-		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.mixRequest, f.cfg.Warmup, f.cfg.Duration, w)
-		fill(t, took)
-		fleetCPU()
-	case "likes":
-		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, f.likeRequest, f.cfg.Warmup, f.cfg.Duration, w)
+	case "mix", "likes":
+		next := f.mixRequest
+		if r.Phase == "likes" {
+			next = f.likeRequest
+		}
+		t, took := f.closedLoop(ctx, fl.lb, f.cfg.Conns, tok, next, f.cfg.Warmup, f.cfg.Duration, w)
 		fill(t, took)
 		fleetCPU()
 	case "rate":
@@ -314,7 +313,7 @@ func (f *FleetLog) phase(ctx context.Context, fl *logFleet, tok *tokens, r *Flee
 		t, took := f.closedLoop(ctx, h.url(), f.cfg.Conns, tok, read, 0, f.cfg.Duration, nil)
 		all1, node1 := hostCPU(h)
 		fill(t, took)
-		if n := float64(t.nr.Load()); n > 0 {
+		if n := float64(t.reads.TotalCount()); n > 0 {
 			r.CPUPerReq = float64((all1-all0)-(node1-node0)) / 1e3 / n
 			r.NodeCPU = float64(node1-node0) / 1e3 / n
 		}

@@ -272,8 +272,8 @@ func writeJSONFile(path, what string, v any) error {
 	return nil
 }
 
-// AppendJSONLine appends one run as a JSON line.
-func AppendJSONLine(w io.Writer, r Run) error {
+// AppendJSONLine appends one run (a Run, a FleetRun, a FleetLogRun) as a JSON line.
+func AppendJSONLine[R any](w io.Writer, r R) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode run: %w", err)
