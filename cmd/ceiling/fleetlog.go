@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onehost/onehost/configs"
 	"github.com/onehost/onehost/internal/ceiling"
 )
 
@@ -34,7 +35,7 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 	sync := fs.String("sync", "", "the fleet's -fleet-sync: always = fsync every write")
 	out := fs.String("out", "results", "results directory: fleetlog/runs.jsonl")
 	work := fs.String("work", "", "scratch directory for the hosts' files (default a temporary one, removed)")
-	haTmpl := fs.String("haproxy-template", "configs/haproxy/haproxy.cfg", "HAProxy's template")
+	haTmpl := fs.String("haproxy-template", "", "HAProxy's template (default: configs/haproxy/haproxy.cfg as built into this binary)")
 	phases := fs.String("phases", "pairs,mix,likes,rate,reads", "the phases to run on each fleet (none: \"\", with -faults for the outages alone)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,7 +44,7 @@ func runFleetLog(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return fmt.Errorf("hosts: %w", err)
 	}
-	tmpl, err := os.ReadFile(*haTmpl)
+	tmpl, err := configs.Read(*haTmpl, configs.HAProxy)
 	if err != nil {
 		return fmt.Errorf("haproxy-template: %w", err)
 	}
