@@ -144,6 +144,15 @@ func loopFleet(t *testing.T, n int, extraEnv ...string) []*loopHost {
 	for _, lh := range fl {
 		lh.startWorker(t, extraEnv...)
 	}
+	// A host takes traffic once its /health says it serves (its applier caught up and
+	// announced), as behind a balancer: a write sent before that waits on an applier
+	// still starting, and on a loaded machine ran past the write timeout (503 undecided).
+	c := newClient()
+	for _, lh := range fl {
+		if st, b, ok := waitHealthy(c, lh.url, time.Minute); !ok {
+			t.Fatalf("host %s not serving after a minute: %d %s", lh.name, st, b)
+		}
+	}
 	return fl
 }
 

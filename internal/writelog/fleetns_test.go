@@ -93,15 +93,22 @@ func (h *nsHost) killAll(t *testing.T) {
 // waitServing waits until the host's /health answers 200 (it serves, caught up).
 func (h *nsHost) waitServing(t *testing.T, c *client, within time.Duration) {
 	t.Helper()
+	if st, b, ok := waitHealthy(c, h.url(), within); !ok {
+		t.Fatalf("host %s not serving after %v: %d %s\n%s", h.name, within, st, b, tailFile(h.logs, 40))
+	}
+}
+
+// waitHealthy polls url's /health until it answers 200, as a balancer's check would
+// before it sends the host traffic; it returns the last answer and whether it came.
+func waitHealthy(c *client, url string, within time.Duration) (int, []byte, bool) {
 	var st int
 	var b []byte
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		st, b, _ = c.do("GET", h.url()+"/health", 0, "")
-		if st == 200 {
-			return
+		if st, b, _ = c.do("GET", url+"/health", 0, ""); st == 200 {
+			return st, b, true
 		}
 	}
-	t.Fatalf("host %s not serving after %v: %d %s\n%s", h.name, within, st, b, tailFile(h.logs, 40))
+	return st, b, false
 }
 
 func tailFile(path string, n int) string {
